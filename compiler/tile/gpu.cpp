@@ -1,0 +1,50 @@
+#include "compiler/tile/gpu.hpp"
+
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
+namespace flashjit::tile {
+
+using llvm::Intrinsic::getDeclaration;
+
+llvm::Value* thread_id(Emitter& e) {
+  return e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x), {}, "tid");
+}
+
+llvm::Value* block_id(Emitter& e, int axis) {
+  static const llvm::Intrinsic::ID ids[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
+                                            llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
+                                            llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z};
+  return e.b.CreateCall(getDeclaration(&e.module, ids[axis]), {}, "ctaid");
+}
+
+void sync_threads(Emitter& e) { e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_barrier0), {}); }
+
+void sync_warp(Emitter& e) {
+  e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_bar_warp_sync), {e.c32(-1)});
+}
+
+llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask) {
+  // c = 0x1f: the whole warp is one segment (PTX ISA §9.7.8.6, "shfl.sync", operand c).
+  return e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_shfl_sync_bfly_f32),
+                        {e.c32(-1), x, e.c32(lane_mask), e.c32(0x1f)});
+}
+
+llvm::Value* exp2_fast(Emitter& e, llvm::Value* x) {
+  return e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_ex2_approx_ftz_f), {x});
+}
+
+llvm::Value* log2_fast(Emitter& e, llvm::Value* x) {
+  return e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_lg2_approx_ftz_f), {x});
+}
+
+llvm::Value* shared_base(Emitter& e) {
+  const char* name = "flashjit_smem";
+  if (auto* g = e.module.getNamedGlobal(name)) return g;
+  auto* type = llvm::ArrayType::get(e.b.getInt8Ty(), 0);
+  auto* g = new llvm::GlobalVariable(e.module, type, false, llvm::GlobalValue::ExternalLinkage, nullptr, name,
+                                     nullptr, llvm::GlobalValue::NotThreadLocal, /*AddressSpace=*/3);
+  g->setAlignment(llvm::Align(16));
+  return g;
+}
+
+}  // namespace flashjit::tile

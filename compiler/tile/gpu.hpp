@@ -1,0 +1,21 @@
+// Thread-level GPU primitives: indices, barriers, warp shuffles, fast exp2/log2 (PTX ISA §9.7).
+#pragma once
+
+#include "compiler/tile/emitter.hpp"
+
+namespace flashjit::tile {
+
+llvm::Value* thread_id(Emitter& e);            // %tid.x
+llvm::Value* block_id(Emitter& e, int axis);   // %ctaid.{x,y,z}
+void sync_threads(Emitter& e);                 // bar.sync 0
+void sync_warp(Emitter& e);                    // bar.warp.sync 0xffffffff (orders shared memory in a warp)
+// shfl.sync.bfly.b32 over the full warp (PTX ISA §9.7.8.6).
+llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask);
+// ex2.approx.ftz.f32: 2 ulp, flushes denormals; llvm.exp2 does not lower to it in LLVM 19.
+llvm::Value* exp2_fast(Emitter& e, llvm::Value* x);
+// lg2.approx.ftz.f32.
+llvm::Value* log2_fast(Emitter& e, llvm::Value* x);
+// The kernel's dynamic shared memory (`extern __shared__`), 16-byte aligned, as an addrspace(3) pointer.
+llvm::Value* shared_base(Emitter& e);
+
+}  // namespace flashjit::tile

@@ -1,0 +1,222 @@
+// flashjit public C++ API: specs, compilation to PTX, and the GPU runtime. No LLVM or CUDA types.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if defined(FLASHJIT_BUILDING)
+#define FLASHJIT_API __attribute__((visibility("default")))
+#else
+#define FLASHJIT_API
+#endif
+
+namespace flashjit {
+
+// ---- errors -------------------------------------------------------------------------------------
+
+// What went wrong, coarse enough to map onto the CLI's exit codes (DESIGN §7).
+enum class ErrorKind {
+  spec,      // the spec or a request is malformed or asks for something unsupported (exit 2)
+  usage,     // bad arguments to an API call: shapes, strides, alignment (exit 2)
+  no_gpu,    // no CUDA driver or no device (exit 69)
+  cuda,      // a CUDA driver call failed (exit 1)
+  compile,   // LLVM or the driver's PTX JIT rejected generated code (exit 70: it is our bug)
+  internal,  // a broken invariant inside flashjit (exit 70)
+};
+
+class FLASHJIT_API Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+// ---- the spec -----------------------------------------------------------------------------------
+
+enum class DType { f16, bf16 };
+
+// The attention variant. Until the DSL lands, `mask` is "none" or "causal" (top-left, q >= kv).
+struct FLASHJIT_API AttentionSpec {
+  std::string name;
+  DType dtype = DType::bf16;
+  int head_dim_qk = 128;
+  int head_dim_v = 128;
+  std::string mask = "none";
+
+  // Parses the YAML subset `name`, `dtype`, `head_dim` (int or {qk, v}), `mask`; throws Error(spec)
+  // naming the key, the value and what is allowed. `filename` is used in messages only.
+  static AttentionSpec from_yaml(std::string_view text, std::string_view filename = "<spec>");
+  // Throws Error(spec) when the spec asks for something flashjit cannot build.
+  void validate() const;
+  // Deterministic text used for cache keys and `flashjit check`.
+  std::string canonical() const;
+};
+
+// The built-in default of `flashjit run` with no SPEC: bf16, d=128, causal.
+FLASHJIT_API AttentionSpec default_spec();
+
+// ---- compilation (no GPU needed) ----------------------------------------------------------------
+
+struct FLASHJIT_API TileConfig {
+  int block_m = 64;
+  int block_n = 64;
+  int num_warps = 4;
+  int num_stages = 1;
+  std::string str() const;  // "bm64_bn64_w4_s1"
+};
+
+struct CompileOptions {
+  // sm_80 | sm_86 | sm_89 | sm_90 | sm_90a. Empty: sm_90a for compile_to_ptx, the device's own
+  // arch for Runtime::compile (which rejects an arch that differs from its device's).
+  std::string arch;
+  std::optional<TileConfig> config;      // empty: the heuristic table picks one
+  std::optional<std::string> dump_dir;       // empty: FLASHJIT_DUMP_DIR
+  std::optional<std::string> override_dir;   // empty: FLASHJIT_OVERRIDE_DIR
+};
+
+// One stage's output, as written to FLASHJIT_DUMP_DIR.
+struct StageRecord {
+  std::string name;  // "spec", "check", "instantiate", "llvm-ir", "opt", "ptx"
+  double ms = 0;
+  std::string text;
+};
+
+struct CompiledKernel {
+  std::string key;          // content hash naming this kernel (dump folder, later caches)
+  std::string entry;        // PTX entry point name
+  std::string arch;
+  TileConfig config;
+  std::string config_reason;  // why this tile config (heuristic row or "given")
+  int threads = 0;          // per CTA
+  int shared_bytes = 0;     // dynamic shared memory per CTA
+  std::string llvm_ir;      // optimised module
+  std::string ptx;
+  std::vector<StageRecord> stages;
+};
+
+FLASHJIT_API CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& options = {});
+
+// ---- tensors and launches -----------------------------------------------------------------------
+
+// A device tensor viewed as [batch, seq, heads, dim]; strides in elements, dim must be contiguous.
+struct Tensor {
+  void* data = nullptr;
+  int64_t stride[4] = {0, 0, 0, 1};
+};
+
+struct ForwardArgs {
+  int64_t batch = 0, seq_q = 0, seq_kv = 0, heads_q = 0, heads_kv = 0;
+  Tensor q, k, v, o;
+  float* lse = nullptr;     // [batch, heads_q, seq_q] fp32, natural log; may be null
+  float scale = 0.f;        // 0 → 1/sqrt(d_qk)
+  void* stream = nullptr;   // CUstream; null = the legacy default stream
+};
+
+// Contiguous BSHD strides for [batch, seq, heads, dim].
+FLASHJIT_API Tensor bshd(void* data, int64_t seq, int64_t heads, int64_t dim);
+
+// ---- runtime ------------------------------------------------------------------------------------
+
+struct FLASHJIT_API DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int shared_per_block = 0;        // default limit
+  int shared_per_block_optin = 0;  // with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  int shared_per_sm = 0;
+  int l2_bytes = 0;
+  int driver_version = 0;          // e.g. 13000
+  std::string arch() const;        // the PTX target flashjit uses for it, e.g. "sm_90a"
+};
+
+class Runtime;
+
+// A compiled, loaded kernel: immutable, launchable from several threads at once.
+class FLASHJIT_API Kernel {
+ public:
+  const AttentionSpec& spec() const;
+  const CompiledKernel& compiled() const;
+  int registers() const;      // per thread, from the driver
+  int spill_bytes() const;    // local memory per thread, from the driver
+  // Checks shapes, strides and alignment (Error(usage) naming the argument), then launches.
+  void forward(const ForwardArgs& args) const;
+
+ private:
+  friend class Runtime;
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
+// Device memory owned by flashjit, for the CLI, tests and small embedders. Move-only.
+class FLASHJIT_API DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&&) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&&) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* data() const { return ptr_; }
+  size_t size() const { return bytes_; }
+  void upload(const void* host, size_t bytes);
+  void download(void* host, size_t bytes) const;
+  void fill_bytes(unsigned char value);  // e.g. 0xFF poisons with NaN (fp16/bf16/fp32)
+
+ private:
+  friend class Runtime;
+  std::shared_ptr<void> ctx_;  // keeps the runtime's context alive
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// One per device. Uses the caller's current CUDA context if there is one, else the device's
+// primary context; never creates hidden contexts. Thread-safe.
+class FLASHJIT_API Runtime {
+ public:
+  // Throws Error(no_gpu) when libcuda.so.1 cannot be loaded or no device exists.
+  static Runtime create(int device = 0);
+  const DeviceInfo& device() const;
+  // spec → PTX (LLVM) → cubin (driver JIT) → loaded module.
+  Kernel compile(const AttentionSpec& spec, const CompileOptions& options = {}) const;
+  DeviceBuffer alloc(size_t bytes) const;
+  void synchronize() const;
+  // Median milliseconds of `reps` launches after `warmup`, timed with CUDA events per launch.
+  double time_forward(const Kernel& kernel, const ForwardArgs& args, int warmup = 3, int reps = 20) const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// ---- versions and knobs -------------------------------------------------------------------------
+
+struct VersionInfo {
+  std::string flashjit;
+  std::string llvm;
+  std::string ptx_isa;   // the PTX ISA version emitted for sm_90a, e.g. "8.0"
+};
+FLASHJIT_API VersionInfo versions();
+
+// Every FLASHJIT_* environment variable, typed and documented (one registry, DESIGN §7).
+struct KnobInfo {
+  std::string name;
+  std::string type;    // "string" | "enum" | "path"
+  std::string default_value;
+  std::string value;   // as read at first use
+  std::string doc;
+};
+FLASHJIT_API std::vector<KnobInfo> knobs();
+
+// Where the on-disk caches live ($FLASHJIT_CACHE_DIR, else $XDG_CACHE_HOME/flashjit, else ~/.cache/flashjit).
+FLASHJIT_API std::string cache_dir();
+
+}  // namespace flashjit

@@ -1,0 +1,80 @@
+#include "runtime/context.hpp"
+
+#include "support/log.hpp"
+
+namespace flashjit::rt {
+
+namespace {
+
+DeviceInfo query(cu::CUdevice dev, int ordinal) {
+  const cu::Driver& d = cu::driver();
+  DeviceInfo info;
+  info.ordinal = ordinal;
+  char name[256] = {};
+  cu::check(d.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
+  info.name = name;
+  auto attr = [&](int a, const char* what) {
+    int v = 0;
+    cu::check(d.cuDeviceGetAttribute(&v, a, dev), what);
+    return v;
+  };
+  info.cc_major = attr(cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "cuDeviceGetAttribute(compute capability)");
+  info.cc_minor = attr(cu::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "cuDeviceGetAttribute(compute capability)");
+  info.sm_count = attr(cu::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "cuDeviceGetAttribute(SM count)");
+  info.shared_per_block = attr(cu::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, "cuDeviceGetAttribute(shared/block)");
+  info.shared_per_block_optin =
+      attr(cu::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "cuDeviceGetAttribute(shared/block opt-in)");
+  info.shared_per_sm = attr(cu::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, "cuDeviceGetAttribute(shared/SM)");
+  info.l2_bytes = attr(cu::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "cuDeviceGetAttribute(L2)");
+  cu::check(d.cuDriverGetVersion(&info.driver_version), "cuDriverGetVersion");
+  return info;
+}
+
+}  // namespace
+
+Context::~Context() {
+  if (owns_primary) cu::driver().cuDevicePrimaryCtxRelease(device);
+}
+
+std::shared_ptr<Context> open_context(int ordinal) {
+  const cu::Driver& d = cu::driver();
+  int count = 0;
+  cu::check(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count)
+    throw Error(ErrorKind::usage, "device " + std::to_string(ordinal) + " does not exist; this machine has " +
+                                      std::to_string(count) + " CUDA device(s), numbered from 0");
+  auto c = std::make_shared<Context>();
+  cu::check(d.cuDeviceGet(&c->device, ordinal), "cuDeviceGet");
+  cu::CUcontext current = nullptr;
+  cu::check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  cu::CUdevice current_dev = -1;
+  if (current && d.cuCtxGetDevice(&current_dev) == cu::CUDA_SUCCESS && current_dev == c->device) {
+    c->ctx = current;  // the caller's context: used, never destroyed
+    log::debug("using the caller's current CUDA context on device " + std::to_string(ordinal));
+  } else {
+    cu::check(d.cuDevicePrimaryCtxRetain(&c->ctx, c->device), "cuDevicePrimaryCtxRetain");
+    c->owns_primary = true;
+  }
+  c->info = query(c->device, ordinal);
+  return c;
+}
+
+ContextGuard::ContextGuard(const Context& c) { cu::check(cu::driver().cuCtxPushCurrent(c.ctx), "cuCtxPushCurrent"); }
+
+ContextGuard::~ContextGuard() {
+  cu::CUcontext popped = nullptr;
+  cu::driver().cuCtxPopCurrent(&popped);
+}
+
+}  // namespace flashjit::rt
+
+namespace flashjit {
+
+std::string DeviceInfo::arch() const {
+  if (cc_major == 9 && cc_minor == 0) return "sm_90a";
+  if (cc_major == 8) return "sm_8" + std::to_string(cc_minor);
+  if (cc_major > 9 || (cc_major == 9 && cc_minor > 0)) return "sm_90";  // PTX for sm_90 is forward-compatible
+  return "";
+}
+
+}  // namespace flashjit

@@ -1,0 +1,45 @@
+// The few CUDA Driver API types and constants flashjit uses, declared here so that nothing needs
+// cuda.h at build time (values from the CUDA 12/13 cuda.h; they are part of the stable ABI).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace flashjit::cu {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+using CUlinkState = struct CUlinkState_st*;
+
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8;
+constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+constexpr int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+
+constexpr int CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3;
+constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+
+constexpr int CU_JIT_INFO_LOG_BUFFER = 3;
+constexpr int CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
+constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
+constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+constexpr int CU_JIT_LOG_VERBOSE = 12;
+constexpr int CU_JIT_INPUT_PTX = 1;
+
+constexpr unsigned CU_EVENT_DEFAULT = 0;
+
+}  // namespace flashjit::cu

@@ -1,0 +1,45 @@
+#include "runtime/module.hpp"
+
+#include <chrono>
+
+namespace flashjit::rt {
+
+LoadedModule load_module(const std::string& ptx, const std::string& entry) {
+  const cu::Driver& d = cu::driver();
+  LoadedModule out;
+  char info[8192] = {};
+  char error[8192] = {};
+  int options[] = {cu::CU_JIT_INFO_LOG_BUFFER, cu::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, cu::CU_JIT_ERROR_LOG_BUFFER,
+                   cu::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, cu::CU_JIT_LOG_VERBOSE};
+  void* values[] = {info, reinterpret_cast<void*>(sizeof info), error, reinterpret_cast<void*>(sizeof error),
+                    reinterpret_cast<void*>(1)};
+  auto t0 = std::chrono::steady_clock::now();
+  cu::CUlinkState link = nullptr;
+  cu::check(d.cuLinkCreate(5, options, values, &link), "cuLinkCreate");
+  struct LinkGuard {
+    const cu::Driver& d;
+    cu::CUlinkState s;
+    ~LinkGuard() { d.cuLinkDestroy(s); }
+  } guard{d, link};
+  std::string source = ptx;  // cuLinkAddData wants a NUL-terminated, mutable-looking buffer
+  cu::CUresult r = d.cuLinkAddData(link, cu::CU_JIT_INPUT_PTX, source.data(), source.size() + 1, entry.c_str(),
+                                   0, nullptr, nullptr);
+  void* cubin = nullptr;
+  size_t cubin_size = 0;
+  if (r == cu::CUDA_SUCCESS) r = d.cuLinkComplete(link, &cubin, &cubin_size);
+  if (r != cu::CUDA_SUCCESS)
+    throw Error(ErrorKind::compile, "the driver could not assemble the generated PTX for " + entry + ": " +
+                                        cu::error_name(r) + "\n" + error +
+                                        "\n(this is a flashjit bug; please report it with FLASHJIT_DUMP_DIR output)");
+  out.cubin.assign(static_cast<const char*>(cubin), cubin_size);
+  out.jit_log = info;
+  auto t1 = std::chrono::steady_clock::now();
+  cu::check(d.cuModuleLoadData(&out.module, out.cubin.data()), "cuModuleLoadData");
+  cu::check(d.cuModuleGetFunction(&out.function, out.module, entry.c_str()), "cuModuleGetFunction");
+  auto t2 = std::chrono::steady_clock::now();
+  out.link_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  out.load_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  return out;
+}
+
+}  // namespace flashjit::rt

@@ -1,0 +1,22 @@
+// PTX → cubin (driver JIT through cuLink*) → loaded module and function.
+#pragma once
+
+#include <string>
+
+#include "runtime/context.hpp"
+
+namespace flashjit::rt {
+
+struct LoadedModule {
+  cu::CUmodule module = nullptr;
+  cu::CUfunction function = nullptr;
+  std::string cubin;      // what cuLinkComplete produced (later cached on disk)
+  std::string jit_log;    // the driver's info log (registers, spills)
+  double link_ms = 0, load_ms = 0;
+};
+
+// Must be called with `ctx` current. Throws Error(compile) with the driver's error log when the
+// PTX does not assemble.
+LoadedModule load_module(const std::string& ptx, const std::string& entry);
+
+}  // namespace flashjit::rt

@@ -1,0 +1,69 @@
+#include "support/knobs.hpp"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "flashjit/flashjit.hpp"
+#include "support/text.hpp"
+
+namespace flashjit::knob {
+
+// X-macro: name, type, default, allowed, doc. Adding a knob here is the only way to read one.
+#define FLASHJIT_KNOBS(X)                                                                          \
+  X("FLASHJIT_LOG", "enum", "warn", "error|warn|info|debug",                                       \
+    "log level on stderr; info logs every compile and launch with the kernel chosen and why")      \
+  X("FLASHJIT_DUMP_DIR", "path", "", "",                                                           \
+    "write every compile stage to DIR/<kernel-key>/<stage>.* (spec, check, llvm-ir, opt, ptx ...)") \
+  X("FLASHJIT_OVERRIDE_DIR", "path", "", "",                                                       \
+    "replace a stage's output with DIR/<kernel-key>/<stage>.* when that file exists (debugging)")  \
+  X("FLASHJIT_CACHE_DIR", "path", "", "",                                                          \
+    "root of the on-disk caches; default $XDG_CACHE_HOME/flashjit, else ~/.cache/flashjit")       \
+  X("FLASHJIT_AUTOTUNE", "enum", "off", "off|quick|full",                                          \
+    "autotuning mode; only 'off' (the heuristic table) exists until the autotuner lands")
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+#define FLASHJIT_KNOB_ENTRY(n, t, d, a, doc) Entry{n, t, d, a, doc},
+      FLASHJIT_KNOBS(FLASHJIT_KNOB_ENTRY)
+#undef FLASHJIT_KNOB_ENTRY
+  };
+  return entries;
+}
+
+const std::string& get(const char* name) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> values;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = values.find(name); it != values.end()) return it->second;
+  for (const Entry& e : registry()) {
+    if (std::string_view(e.name) != name) continue;
+    const char* env = std::getenv(e.name);
+    std::string value = (env && *env) ? env : e.default_value;
+    if (std::string_view(e.type) == "enum") {
+      auto allowed = split(e.allowed, '|');
+      bool ok = false;
+      for (auto& a : allowed) ok = ok || a == value;
+      if (!ok)
+        throw Error(ErrorKind::usage, std::string(e.name) + "='" + value + "' is not allowed; use one of " + e.allowed);
+    }
+    return values.emplace(name, value).first->second;
+  }
+  throw Error(ErrorKind::internal, std::string("internal error: knob ") + name +
+                                       " is read but not registered in support/knobs.cpp (a flashjit bug)");
+}
+
+}  // namespace flashjit::knob
+
+namespace flashjit {
+
+std::vector<KnobInfo> knobs() {
+  std::vector<KnobInfo> out;
+  for (const auto& e : knob::registry()) {
+    const char* env = std::getenv(e.name);
+    out.push_back({e.name, e.type, e.default_value, (env && *env) ? env : e.default_value, e.doc});
+  }
+  return out;
+}
+
+}  // namespace flashjit

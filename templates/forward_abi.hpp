@@ -1,0 +1,48 @@
+// The forward kernel's parameter list: shared by the template (which reads them) and the runtime
+// (which passes them), so the two cannot drift apart.
+#pragma once
+
+#include <cstdint>
+
+namespace flashjit {
+
+// Grid: x = query tiles of block_m rows, y = query heads, z = batch. Block: num_warps × 32.
+// Strides are in elements for [batch, seq, head]; the head-dim stride is 1.
+struct ForwardParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;  // may be null
+  int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+  int32_t seq_q, seq_kv;
+  int32_t group;       // heads_q / heads_kv
+  float scale_log2;    // softmax scale × log2(e): the kernel works in the exp2 domain
+};
+
+// Parameter indices, in the order the kernel declares them (pointers, then 12 strides, then scalars).
+enum ForwardParam : int {
+  kParamQ = 0, kParamK, kParamV, kParamO, kParamLse,
+  kParamStrides,               // 12 × i64: q(b,s,h), k(b,s,h), v(b,s,h), o(b,s,h)
+  kParamSeqQ = kParamStrides + 12,
+  kParamSeqKv, kParamGroup, kParamScaleLog2,
+  kParamCount
+};
+
+// Fills `slots` (kParamCount pointers into `p`) as cuLaunchKernel's kernelParams wants them.
+inline void forward_param_slots(ForwardParams& p, void* slots[kParamCount]) {
+  slots[kParamQ] = &p.q;
+  slots[kParamK] = &p.k;
+  slots[kParamV] = &p.v;
+  slots[kParamO] = &p.o;
+  slots[kParamLse] = &p.lse;
+  int64_t* strides[4] = {p.q_stride, p.k_stride, p.v_stride, p.o_stride};
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 3; ++i) slots[kParamStrides + 3 * t + i] = &strides[t][i];
+  slots[kParamSeqQ] = &p.seq_q;
+  slots[kParamSeqKv] = &p.seq_kv;
+  slots[kParamGroup] = &p.group;
+  slots[kParamScaleLog2] = &p.scale_log2;
+}
+
+}  // namespace flashjit

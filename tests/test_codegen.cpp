@@ -1,0 +1,175 @@
+// The compiler on the CPU: stages, PTX shape, ptxas (when present), dumps, limits, LLVM errors.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "flashjit/flashjit.hpp"
+#include "tests/support.hpp"
+
+using namespace flashjit;
+
+namespace {
+
+AttentionSpec make(DType dt, int d, const std::string& mask, int dv = 0) {
+  AttentionSpec s;
+  s.dtype = dt;
+  s.head_dim_qk = d;
+  s.head_dim_v = dv ? dv : d;
+  s.mask = mask;
+  return s;
+}
+
+std::string ptxas_path() {
+  for (const char* p : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
+    if (std::filesystem::exists(p)) return p;
+  auto c = test::run_command("command -v ptxas");
+  return c.code == 0 ? c.output.substr(0, c.output.find('\n')) : "";
+}
+
+}  // namespace
+
+TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry", "[codegen]") {
+  CompiledKernel k = compile_to_ptx(default_spec());
+  std::vector<std::string> names;
+  for (auto& s : k.stages) names.push_back(s.name);
+  CHECK(names == std::vector<std::string>{"spec", "check", "instantiate", "llvm-ir", "opt", "ptx"});
+  CHECK_THAT(k.ptx, Catch::Contains(".visible .entry " + k.entry));
+  CHECK_THAT(k.ptx, Catch::Contains(".target sm_90a"));
+  CHECK_THAT(k.ptx, Catch::Contains(".version 8.0"));
+  // The tile primitives must be there: shuffles for row sums, ex2.approx for the softmax.
+  CHECK_THAT(k.ptx, Catch::Contains("shfl.sync.bfly.b32"));
+  CHECK_THAT(k.ptx, Catch::Contains("ex2.approx.ftz.f32"));
+  CHECK_THAT(k.ptx, Catch::Contains("ld.global.nc.v4.u32"));  // 16-byte K/V loads through the read-only path
+  CHECK_THAT(k.ptx, Catch::Contains(".maxntid 128, 1, 1"));
+  CHECK_THAT(k.llvm_ir, Catch::Contains("ptx_kernel"));
+  CHECK(k.key.size() == 16);
+  CHECK(k.threads == 128);
+  // Q as f32 [32][128], K padded [32][130], V [32][128], P f32 [4 warps][8 rows][32 keys].
+  CHECK(k.shared_bytes == 32 * 128 * 4 + 32 * 130 * 2 + 32 * 128 * 2 + 4 * 8 * 32 * 4);
+}
+
+TEST_CASE("codegen: kernel keys separate what changes code and ignore the name", "[codegen]") {
+  AttentionSpec a = make(DType::bf16, 64, "none");
+  AttentionSpec b = a;
+  b.name = "renamed";
+  CHECK(compile_to_ptx(a).key == compile_to_ptx(b).key);
+  CHECK(compile_to_ptx(a).key != compile_to_ptx(make(DType::f16, 64, "none")).key);
+  CHECK(compile_to_ptx(a).key != compile_to_ptx(make(DType::bf16, 64, "causal")).key);
+  CompileOptions sm80;
+  sm80.arch = "sm_80";
+  CompiledKernel k80 = compile_to_ptx(a, sm80);
+  CHECK(k80.key != compile_to_ptx(a).key);
+  CHECK_THAT(k80.ptx, Catch::Contains(".target sm_80"));
+}
+
+TEST_CASE("codegen: every issue-2 kernel assembles with ptxas for sm_90a and sm_80", "[codegen][ptxas]") {
+  const std::string ptxas = ptxas_path();
+  if (ptxas.empty()) WARN("ptxas not found: only checking that PTX was produced");
+  test::TempDir dir;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int d : {64, 128, 72, 256})
+      for (const char* mask : {"none", "causal"})
+        for (const char* arch : {"sm_90a", "sm_80"}) {
+          CompileOptions o;
+          o.arch = arch;
+          CompiledKernel k = compile_to_ptx(make(dt, d, mask), o);
+          INFO(k.key << " " << arch << " d=" << d << " " << mask);
+          REQUIRE_THAT(k.ptx, Catch::Contains(".entry"));
+          if (ptxas.empty()) continue;
+          std::string path = dir.path + "/" + k.key + ".ptx";
+          std::ofstream(path) << k.ptx;
+          auto r = test::run_command("'" + ptxas + "' -v -arch=" + arch + " -o " + path + ".cubin " + path);
+          INFO(r.output);
+          CHECK(r.code == 0);
+          CHECK_THAT(r.output, Catch::Contains("Used") && Catch::Contains("registers"));
+        }
+}
+
+TEST_CASE("codegen: the heuristic configs do not spill (ptxas -v)", "[codegen][ptxas]") {
+  const std::string ptxas = ptxas_path();
+  if (ptxas.empty()) {
+    WARN("ptxas not found: spill check skipped");
+    return;
+  }
+  test::TempDir dir;
+  for (int d : {64, 128, 256}) {
+    CompiledKernel k = compile_to_ptx(make(DType::bf16, d, "causal"));
+    std::string path = dir.path + "/k.ptx";
+    std::ofstream(path) << k.ptx;
+    auto r = test::run_command("'" + ptxas + "' -v -arch=sm_90a -o " + path + ".cubin " + path);
+    INFO("d=" << d << "\n" << r.output);
+    REQUIRE(r.code == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(r.output, m, std::regex(R"((\d+) bytes spill stores, (\d+) bytes spill loads)")));
+    CHECK(m[1] == "0");
+    CHECK(m[2] == "0");
+  }
+}
+
+TEST_CASE("codegen: FLASHJIT_DUMP_DIR receives every stage", "[codegen]") {
+  test::TempDir dir;
+  CompileOptions o;
+  o.dump_dir = dir.path;
+  CompiledKernel k = compile_to_ptx(make(DType::f16, 80, "causal"), o);
+  for (const char* f : {"spec.txt", "check.txt", "instantiate.txt", "llvm-ir.ll", "opt.ll", "ptx.ptx"})
+    CHECK(std::filesystem::exists(dir.path + "/" + k.key + "/" + f));
+  std::ifstream ptx(dir.path + "/" + k.key + "/ptx.ptx");
+  std::string text((std::istreambuf_iterator<char>(ptx)), {});
+  CHECK(text == k.ptx);
+}
+
+TEST_CASE("codegen: tile configs that break a limit are rejected naming the limit", "[codegen]") {
+  AttentionSpec s = make(DType::bf16, 128, "none");
+  auto reject = [&](TileConfig c, const char* words) {
+    CompileOptions o;
+    o.config = c;
+    try {
+      compile_to_ptx(s, o);
+      FAIL("config " << c.str() << " should have been rejected");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::spec);
+      CHECK_THAT(e.what(), Catch::Contains(c.str()) && Catch::Contains(words));
+    }
+  };
+  reject({64, 64, 4, 2}, "num_stages must be 1");
+  reject({64, 48, 4, 1}, "block_n must be 32 or 64");
+  reject({66, 32, 4, 1}, "multiple of num_warps");
+  reject({128, 32, 4, 1}, "more than 16 query rows per warp");
+  reject({32, 32, 3, 1}, "num_warps must be 1, 2, 4 or 8");
+  CompileOptions bad_arch;
+  bad_arch.arch = "sm_70";
+  CHECK_THROWS_WITH(compile_to_ptx(s, bad_arch), Catch::Contains("sm_70") && Catch::Contains("allowed: sm_80"));
+}
+
+TEST_CASE("codegen: LLVM failures become flashjit errors and never kill the process", "[codegen]") {
+  // An overridden llvm-ir stage that NVPTX cannot select for sm_80 (%clusterid exists from sm_90,
+  // PTX ISA §10.17) makes LLVM call report_fatal_error, which by default exits the process.
+  AttentionSpec s = make(DType::bf16, 64, "none");
+  CompileOptions o80;
+  o80.arch = "sm_80";
+  CompiledKernel plain = compile_to_ptx(s, o80);
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.path + "/" + plain.key);
+  std::ofstream(dir.path + "/" + plain.key + "/llvm-ir.ll")
+      << "target triple = \"nvptx64-nvidia-cuda\"\n"
+         "declare i32 @llvm.nvvm.read.ptx.sreg.clusterid.x()\n"
+         "define ptx_kernel void @" << plain.entry << "(ptr addrspace(1) %p) {\n"
+         "  %x = call i32 @llvm.nvvm.read.ptx.sreg.clusterid.x()\n"
+         "  store i32 %x, ptr addrspace(1) %p\n  ret void\n}\n";
+  CompileOptions o = o80;
+  o.override_dir = dir.path;
+  try {
+    compile_to_ptx(s, o);
+    FAIL("the unselectable override should not compile");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::compile);
+    CHECK_THAT(e.what(), Catch::Contains("Cannot select") && Catch::Contains("flashjit bug"));
+  }
+  // The process is intact: the next compile works.
+  CHECK_THAT(compile_to_ptx(s, o80).ptx, Catch::Contains(".entry"));
+  // A syntactically broken override is reported with its file, line and column.
+  std::ofstream(dir.path + "/" + plain.key + "/llvm-ir.ll") << "define void @f( {\n";
+  CHECK_THROWS_WITH(compile_to_ptx(s, o), Catch::Contains("llvm-ir.ll:2:0: expected type"));
+}
