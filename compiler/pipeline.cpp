@@ -27,7 +27,7 @@ namespace flashjit {
 namespace {
 
 // Bumped whenever a template's generated code changes, so cache keys change with it.
-constexpr const char* kTemplateVersion = "fwd-scalar-1";
+constexpr const char* kTemplateVersion = "fwd-mma16816-1";
 
 const char* extension(const std::string& stage) {
   if (stage == "llvm-ir" || stage == "opt") return ".ll";
@@ -101,6 +101,7 @@ CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& o
     return plan.describe() + "\nreason: " + reason + "\n";
   });
   out.entry = plan.entry;
+  out.description = plan.describe();
   out.threads = plan.threads;
   out.shared_bytes = plan.shared_bytes;
 

@@ -35,7 +35,8 @@ ForwardParams pack_forward(const AttentionSpec& spec, const ForwardArgs& a) {
   if (a.heads_q > kMaxGrid) bad("heads_q " + std::to_string(a.heads_q) + " exceeds 65535");
   if (a.batch > kMaxGrid) bad("batch " + std::to_string(a.batch) + " exceeds 65535");
   if (a.seq_q > kMaxSeq || a.seq_kv > kMaxSeq) bad("seq_q and seq_kv must be below 2^31");
-  if (!std::isfinite(a.scale)) bad("scale is not finite");
+  // The kernel folds the scale into one FFMA against the row max, which needs scale > 0.
+  if (!std::isfinite(a.scale) || a.scale < 0) bad("scale must be finite and > 0 (0 selects 1/sqrt(d_qk))");
   check_tensor("q", a.q);
   check_tensor("k", a.k);
   check_tensor("v", a.v);

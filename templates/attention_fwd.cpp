@@ -1,14 +1,13 @@
-// Scalar (CUDA-core) version. A CTA owns block_m query rows, a warp rows_per_warp of them. Per
-// K/V tile of block_n keys, staged in shared memory by the whole CTA:
-//   S: lane l scores keys l, l+32, … against each of its warp's rows (Q read from shared memory
-//      as a broadcast, K rows padded so 32 lanes reading 32 rows hit 32 banks);
-//   softmax: row max and sum by warp butterflies, in the exp2 domain with the scale folded into Q
-//      (FlashAttention-2 §3.1): new max m', l and the accumulator rescaled by 2^(m − m');
-//   PV: P goes through shared memory to the whole warp; lane l owns output pairs l, l+32, ….
-// One division by l at the end. Rows whose keys are all masked keep m = −inf; using 0 as the max
-// then keeps 2^(s − m) at 0 instead of NaN, and the epilogue writes O = 0, LSE = −inf for them.
-// The tile primitives (compiler/tile) are the units a tensor-core template replaces: the copy,
-// the S = QKᵀ product and the O += PV update.
+// FlashAttention-2 on mma.sync (Dao 2023, Alg. 1; fragment layouts from PTX ISA §9.7.13.4.8).
+// A CTA owns block_m = 16·num_warps query rows; warp w owns rows 16w..16w+15, so every softmax
+// statistic stays inside one warp (rows g and g+8 of lane 4g..4g+3: quad shuffles only).
+// K/V tiles of block_n keys stream through a num_stages-deep cp.async pipeline in swizzled shared
+// memory; S = QKᵀ and O += PV run on m16n8k16 tensor-core tiles; P goes from the S accumulators
+// straight into A fragments (the C and A layouts line up pairwise), never through memory. The
+// online softmax works in the exp2 domain with the scale folded into one FFMA per score; rows
+// whose keys are all masked keep m = −inf, and "use 0 as the max" keeps 2^(s − m) at 0 instead of
+// NaN; the epilogue writes O = 0, LSE = −inf for them. Tiles wholly below the causal diagonal and
+// inside seq_kv run without mask code.
 #include "templates/attention_fwd.hpp"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -17,18 +16,18 @@
 #include <cmath>
 #include <vector>
 
-#include "compiler/tile/convert.hpp"
-#include "compiler/tile/copy.hpp"
 #include "compiler/tile/emitter.hpp"
 #include "compiler/tile/gpu.hpp"
-#include "compiler/tile/reduce.hpp"
+#include "compiler/tile/mma.hpp"
 #include "templates/forward_abi.hpp"
 
 namespace flashjit {
 
 namespace {
 
+using tile::Acc4;
 using tile::Emitter;
+using tile::Frag4;
 using llvm::Value;
 
 llvm::Function* declare_kernel(llvm::Module& m, const ForwardPlan& plan) {
@@ -66,13 +65,52 @@ Value* slice_offset(Emitter& e, Value* strides[3], Value* b, Value* s, Value* h)
   return B.CreateAdd(off, B.CreateMul(B.CreateZExt(h, e.i64()), strides[2]));
 }
 
-struct Row {
-  Value* q_index;                       // i32 query position
-  Value* valid;                         // q_index < seq_q
-  llvm::AllocaInst* m;                  // running max, log2 domain
-  llvm::AllocaInst* l;                  // running sum of 2^(s − m)
-  std::vector<llvm::AllocaInst*> acc;   // pairs_v × 2 unnormalised output elements
+// A swizzled shared-memory tile of 16-bit elements with rows of `width` (a multiple of 64).
+struct SmemTile {
+  Value* base;  // ptr addrspace(3)
+  int width;
+  // Element pointer of 16-byte chunk `chunk` of row `row`: the chunk index is XORed with row % 8.
+  Value* at(Emitter& e, Value* row, Value* chunk) const {
+    Value* swz = e.b.CreateXor(chunk, e.b.CreateAnd(row, e.c32(7)));
+    Value* off = e.b.CreateAdd(e.b.CreateMul(row, e.c32(width)), e.b.CreateShl(swz, 3));
+    return e.b.CreateGEP(e.b.getInt16Ty(), base, off);
+  }
 };
+
+// The whole CTA copies rows [row0, row0 + rows) of a [seq, d] slice into `dst` with cp.async.
+// Rows at or past row_end and columns at or past d (up to the next multiple of 16, which the
+// mma k-steps read) become zeros without touching global memory.
+void copy_tile(Emitter& e, const SmemTile& dst, Value* src, Value* row_stride, Value* row0, Value* row_end, int rows,
+               int d, int threads, Value* tid) {
+  auto& B = e.b;
+  const int chunks = (d + 15) / 16 * 2;
+  const int total = rows * chunks;
+  for (int first = 0; first < total; first += threads) {
+    Value* idx = B.CreateAdd(tid, e.c32(first));
+    auto body = [&] {
+      Value* r = B.CreateUDiv(idx, e.c32(chunks));
+      Value* c = B.CreateURem(idx, e.c32(chunks));
+      Value* row = B.CreateAdd(row0, r);
+      Value* valid = B.CreateAnd(B.CreateICmpSLT(row, row_end), B.CreateICmpULT(c, e.c32(d / 8)));
+      Value* safe_row = B.CreateSelect(valid, row, row0);
+      Value* safe_col = B.CreateSelect(valid, B.CreateShl(c, 3), e.c32(0));
+      Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(safe_row, e.i64()), row_stride), B.CreateZExt(safe_col, e.i64()));
+      tile::cp_async_16(e, dst.at(e, r, c), B.CreateGEP(B.getInt16Ty(), src, off), valid);
+    };
+    if (first + threads <= total) body();
+    else e.when(B.CreateICmpULT(idx, e.c32(total)), "copy.tail", body);
+  }
+}
+
+Value* quad_max(Emitter& e, Value* x) {
+  x = e.b.CreateMaxNum(x, tile::shfl_xor(e, x, 1));
+  return e.b.CreateMaxNum(x, tile::shfl_xor(e, x, 2));
+}
+
+Value* quad_sum(Emitter& e, Value* x) {
+  x = e.b.CreateFAdd(x, tile::shfl_xor(e, x, 1));
+  return e.b.CreateFAdd(x, tile::shfl_xor(e, x, 2));
+}
 
 }  // namespace
 
@@ -83,7 +121,8 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   B.SetInsertPoint(llvm::BasicBlock::Create(e.ctx, "entry", fn));
 
   const int d_qk = plan.spec.head_dim_qk, d_v = plan.spec.head_dim_v;
-  const int BN = plan.config.block_n, BM = plan.config.block_m, R = plan.rows_per_warp, KPL = plan.keys_per_lane;
+  const int BM = plan.config.block_m, BN = plan.config.block_n, S = plan.config.num_stages;
+  const int NT = BN / 8, OT = 2 * plan.v_pairs;
   const DType dt = plan.spec.dtype;
   auto arg = [&](int i) -> Value* { return fn->getArg(i); };
   Value* strides[4][3];
@@ -94,8 +133,10 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   Value* scale_log2 = arg(kParamScaleLog2);
 
   Value* tid = tile::thread_id(e);
-  Value* warp = B.CreateUDiv(tid, e.c32(32));
-  Value* lane = B.CreateURem(tid, e.c32(32));
+  Value* warp = B.CreateLShr(tid, 5);
+  Value* lane = B.CreateAnd(tid, e.c32(31));
+  Value* g = B.CreateLShr(lane, 2);   // fragment row (and row + 8)
+  Value* t4 = B.CreateAnd(lane, e.c32(3));  // fragment column pair
   Value* q_tile = tile::block_id(e, 0);
   Value* head = tile::block_id(e, 1);
   Value* batch = tile::block_id(e, 2);
@@ -112,167 +153,178 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
 
   Value* smem = tile::shared_base(e);
   auto region = [&](int offset) { return B.CreateGEP(B.getInt8Ty(), smem, e.c32(offset)); };
-  Value* q_smem = region(plan.smem.q);
-  Value* k_smem = region(plan.smem.k);
-  Value* v_smem = region(plan.smem.v);
-  Value* p_smem = B.CreateGEP(e.f32(), region(plan.smem.p), B.CreateMul(warp, e.c32(R * BN)));
+  SmemTile q_tile_smem{region(plan.smem.q), plan.d_qk_pad};
+  auto k_stage = [&](Value* s) {
+    return SmemTile{B.CreateGEP(B.getInt8Ty(), region(plan.smem.k), B.CreateMul(s, e.c32(plan.smem.k_stage))), plan.d_qk_pad};
+  };
+  auto v_stage = [&](Value* s) {
+    return SmemTile{B.CreateGEP(B.getInt8Ty(), region(plan.smem.v), B.CreateMul(s, e.c32(plan.smem.v_stage))), plan.d_v_pad};
+  };
 
   Value* q_start = B.CreateMul(q_tile, e.c32(BM));
-  // Q tile → shared memory as f32 pre-multiplied by scale·log2(e); rows past seq_q become zeros.
-  {
-    const int pairs = BM * d_qk / 2;
-    for (int first = 0; first < pairs; first += plan.threads) {
-      Value* idx = B.CreateAdd(tid, e.c32(first));
-      e.when(B.CreateICmpULT(idx, e.c32(pairs)), "qload", [&] {
-        Value* r = B.CreateUDiv(idx, e.c32(d_qk / 2));
-        Value* c = B.CreateURem(idx, e.c32(d_qk / 2));
-        Value* row = B.CreateAdd(q_start, r);
-        Value* ok = B.CreateICmpSLT(row, seq_q);
-        Value* safe = B.CreateSelect(ok, row, zero);
-        Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(safe, e.i64()), strides[0][1]),
-                                 B.CreateMul(B.CreateZExt(c, e.i64()), e.c64(2)));
-        Value* bits = B.CreateAlignedLoad(e.i32(), B.CreateGEP(B.getInt16Ty(), q_base, off), llvm::Align(4));
-        bits = B.CreateSelect(ok, bits, zero);
-        auto [x, y] = tile::unpack_pair(e, bits, dt);
-        Value* dst = B.CreateGEP(e.f32(), q_smem, B.CreateMul(idx, e.c32(2)));
-        B.CreateAlignedStore(B.CreateFMul(x, scale_log2), dst, llvm::Align(8));
-        B.CreateAlignedStore(B.CreateFMul(y, scale_log2), B.CreateGEP(e.f32(), dst, e.c32(1)), llvm::Align(4));
-      });
-    }
-  }
-
-  // Top-left causal (q >= kv): no key past the tile's last query row is ever visible.
+  // Keys this CTA can see: top-left causal (q >= kv) ends at the tile's last row.
   Value* kv_end = seq_kv;
   if (plan.causal) kv_end = B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, seq_kv, B.CreateAdd(q_start, e.c32(BM)));
+  Value* n_tiles = B.CreateSDiv(B.CreateAdd(kv_end, e.c32(BN - 1)), e.c32(BN));
+  // Tiles ending at or before full_end need no per-element mask: every key is < seq_kv and,
+  // for causal, <= the CTA's first row.
+  Value* full_end = seq_kv;
+  if (plan.causal) full_end = B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, seq_kv, B.CreateAdd(q_start, e.c32(1)));
 
-  std::vector<Row> rows(R);
-  for (int r = 0; r < R; ++r) {
-    Row& row = rows[r];
-    row.q_index = B.CreateAdd(q_start, B.CreateAdd(B.CreateMul(warp, e.c32(R)), e.c32(r)));
-    row.valid = B.CreateICmpSLT(row.q_index, seq_q);
-    row.m = e.var(e.f32(), "m", e.neg_inf());
-    row.l = e.var(e.f32(), "l", e.cf(0.f));
-    for (int i = 0; i < 2 * plan.pairs_v; ++i) row.acc.push_back(e.var(e.f32(), "acc", e.cf(0.f)));
+  auto issue_kv = [&](Value* j) {
+    Value* stage = B.CreateURem(j, e.c32(S));
+    Value* n0 = B.CreateMul(j, e.c32(BN));
+    copy_tile(e, k_stage(stage), k_base, strides[1][1], n0, seq_kv, BN, d_qk, plan.threads, tid);
+    copy_tile(e, v_stage(stage), v_base, strides[2][1], n0, seq_kv, BN, d_v, plan.threads, tid);
+  };
+
+  // Prologue: Q, then the first num_stages − 1 K/V tiles, one commit group each.
+  copy_tile(e, q_tile_smem, q_base, strides[0][1], q_start, seq_q, BM, d_qk, plan.threads, tid);
+  tile::cp_async_commit(e);
+  for (int s = 0; s + 1 < S; ++s) {
+    e.when(B.CreateICmpSLT(e.c32(s), n_tiles), "prologue", [&] { issue_kv(e.c32(s)); });
+    tile::cp_async_commit(e);
   }
-  // s[r][k]: this lane's scores for key lane + 32k of the tile, for each of the warp's rows.
-  std::vector<std::vector<llvm::AllocaInst*>> s(R, std::vector<llvm::AllocaInst*>(KPL));
-  for (auto& row : s)
-    for (auto& slot : row) slot = e.var(e.f32(), "s");
-  Value* warp_row0 = B.CreateMul(warp, e.c32(R));  // the warp's first row within the CTA tile
+  tile::cp_async_wait(e, S - 1);  // the Q group is complete
+  tile::sync_threads(e);
 
-  e.loop(zero, kv_end, BN, "kv", [&](Value* n0) {
-    tile::sync_threads(e);  // the previous tile is no longer being read
-    tile::copy_tile_to_shared(e, {k_base, strides[1][1], n0, seq_kv, k_smem, BN, d_qk, plan.threads, plan.smem.k_stride}, tid);
-    tile::copy_tile_to_shared(e, {v_base, strides[2][1], n0, seq_kv, v_smem, BN, d_v, plan.threads, d_v}, tid);
+  // ldmatrix addresses (PTX ISA §9.7.13.4.15): lane l feeds row l % 8 of matrix l / 8.
+  Value* l8 = B.CreateAnd(lane, e.c32(7));
+  Value* bit3 = B.CreateAnd(B.CreateLShr(lane, 3), e.c32(1));
+  Value* bit4 = B.CreateLShr(lane, 4);
+  // A operand (Q): matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
+  Value* q_row = B.CreateAdd(B.CreateMul(warp, e.c32(16)), B.CreateAdd(l8, B.CreateShl(bit3, 3)));
+  auto load_q = [&](int kc) { return tile::ldmatrix_x4(e, q_tile_smem.at(e, q_row, B.CreateAdd(e.c32(2 * kc), bit4)), false); };
+  std::vector<Frag4> q_frags;
+  if (plan.q_in_registers)
+    for (int kc = 0; kc < plan.k_steps; ++kc) q_frags.push_back(load_q(kc));
+  // B operand from K rows (keys × d): matrices (keys 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
+  Value* k_row = B.CreateAdd(l8, B.CreateShl(bit4, 3));
+  // B operand from V rows with .trans (keys × d_v → k = key): (keys 0-7, n 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
+  Value* v_row = B.CreateAdd(l8, B.CreateShl(bit3, 3));
+
+  // Per-thread state: rows g and g + 8 of the warp's 16.
+  llvm::AllocaInst* m[2];
+  llvm::AllocaInst* l[2];
+  for (int r = 0; r < 2; ++r) {
+    m[r] = e.var(e.f32(), "m", e.neg_inf());
+    l[r] = e.var(e.f32(), "l", e.cf(0.f));
+  }
+  std::vector<std::array<llvm::AllocaInst*, 4>> o(OT);
+  for (auto& t : o)
+    for (auto& x : t) x = e.var(e.f32(), "o", e.cf(0.f));
+  std::vector<std::array<llvm::AllocaInst*, 4>> sacc(NT);
+  for (auto& t : sacc)
+    for (auto& x : t) x = e.var(e.f32(), "s");
+  Value* row_g = B.CreateAdd(q_start, B.CreateAdd(B.CreateMul(warp, e.c32(16)), g));  // query of rows g; +8 for the other
+
+  e.loop(zero, n_tiles, 1, "kv", [&](Value* j) {
+    e.when(B.CreateICmpSLT(B.CreateAdd(j, e.c32(S - 1)), n_tiles), "issue", [&] { issue_kv(B.CreateAdd(j, e.c32(S - 1))); });
+    tile::cp_async_commit(e);  // possibly empty: keeps "S − 1 groups pending" true at every wait
+    tile::cp_async_wait(e, S - 1);
     tile::sync_threads(e);
+    Value* stage = B.CreateURem(j, e.c32(S));
+    SmemTile ks = k_stage(stage), vs = v_stage(stage);
+    Value* n0 = B.CreateMul(j, e.c32(BN));
 
-    // S = Q Kᵀ for this lane's keys, one element pair of the head dim per iteration.
-    for (auto& row : s)
-      for (auto& slot : row) B.CreateStore(e.cf(0.f), slot);
-    e.loop(zero, e.c32(d_qk / 2), 1, "dot", [&](Value* c) {
-      std::vector<std::pair<Value*, Value*>> kp(KPL);
-      for (int k = 0; k < KPL; ++k) {
-        Value* key = B.CreateAdd(lane, e.c32(32 * k));
-        Value* off = B.CreateAdd(B.CreateMul(key, e.c32(plan.smem.k_stride / 2)), c);
-        kp[k] = tile::unpack_pair(e, B.CreateAlignedLoad(e.i32(), B.CreateGEP(e.i32(), k_smem, off), llvm::Align(4)), dt);
+    // S = Q Kᵀ.
+    std::vector<Acc4> s(NT, Acc4{e.cf(0.f), e.cf(0.f), e.cf(0.f), e.cf(0.f)});
+    for (int kc = 0; kc < plan.k_steps; ++kc) {
+      Frag4 qa = plan.q_in_registers ? q_frags[kc] : load_q(kc);
+      for (int nt2 = 0; nt2 < NT / 2; ++nt2) {
+        Value* row = B.CreateAdd(e.c32(16 * nt2), k_row);
+        Frag4 kb = tile::ldmatrix_x4(e, ks.at(e, row, B.CreateAdd(e.c32(2 * kc), bit3)), false);
+        s[2 * nt2] = tile::mma_16816(e, dt, qa, kb[0], kb[1], s[2 * nt2]);
+        s[2 * nt2 + 1] = tile::mma_16816(e, dt, qa, kb[2], kb[3], s[2 * nt2 + 1]);
       }
-      for (int r = 0; r < R; ++r) {
-        Value* qrow = B.CreateAdd(warp_row0, e.c32(r));
-        Value* qoff = B.CreateAdd(B.CreateMul(qrow, e.c32(d_qk)), B.CreateMul(c, e.c32(2)));
-        Value* qptr = B.CreateGEP(e.f32(), q_smem, qoff);
-        Value* qx = B.CreateAlignedLoad(e.f32(), qptr, llvm::Align(8));
-        Value* qy = B.CreateAlignedLoad(e.f32(), B.CreateGEP(e.f32(), qptr, e.c32(1)), llvm::Align(4));
-        for (int k = 0; k < KPL; ++k) {
-          Value* acc = B.CreateLoad(e.f32(), s[r][k]);
-          acc = B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {qx, kp[k].first, acc});
-          acc = B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {qy, kp[k].second, acc});
-          B.CreateStore(acc, s[r][k]);
-        }
-      }
-    });
-
-    // Online softmax per row; P to shared memory for the PV product.
-    for (int r = 0; r < R; ++r) {
-      Row& row = rows[r];
-      std::vector<Value*> sv(KPL);
-      Value* local_max = e.neg_inf();
-      for (int k = 0; k < KPL; ++k) {
-        Value* kv = B.CreateAdd(n0, B.CreateAdd(lane, e.c32(32 * k)));
-        Value* visible = B.CreateICmpSLT(kv, seq_kv);
-        if (plan.causal) visible = B.CreateAnd(visible, B.CreateICmpSLE(kv, row.q_index));
-        sv[k] = B.CreateSelect(visible, B.CreateLoad(e.f32(), s[r][k]), e.neg_inf());
-        local_max = B.CreateMaxNum(local_max, sv[k]);
-      }
-      Value* m_old = B.CreateLoad(e.f32(), row.m);
-      Value* m_new = B.CreateMaxNum(m_old, tile::warp_max(e, local_max));
-      Value* m_use = B.CreateSelect(B.CreateFCmpOEQ(m_new, e.neg_inf()), e.cf(0.f), m_new);
-      Value* alpha = tile::exp2_fast(e, B.CreateFSub(m_old, m_use));
-      Value* local_sum = e.cf(0.f);
-      for (int k = 0; k < KPL; ++k) {
-        Value* p = tile::exp2_fast(e, B.CreateFSub(sv[k], m_use));
-        local_sum = B.CreateFAdd(local_sum, p);
-        Value* at = B.CreateAdd(e.c32(r * BN + 32 * k), lane);
-        B.CreateAlignedStore(p, B.CreateGEP(e.f32(), p_smem, at), llvm::Align(4));
-      }
-      B.CreateStore(m_new, row.m);
-      B.CreateStore(B.CreateFAdd(B.CreateFMul(B.CreateLoad(e.f32(), row.l), alpha), tile::warp_sum(e, local_sum)), row.l);
-      for (auto* slot : row.acc) B.CreateStore(B.CreateFMul(B.CreateLoad(e.f32(), slot), alpha), slot);
     }
-    tile::sync_warp(e);  // P written by every lane is visible to every lane
+    for (int nt = 0; nt < NT; ++nt)
+      for (int i = 0; i < 4; ++i) B.CreateStore(s[nt][i], sacc[nt][i]);
 
-    // O += P V: lane owns output pairs lane + 32i; V rows are read contiguously across the warp.
-    e.loop(zero, e.c32(BN), 1, "pv", [&](Value* j) {
-      std::vector<std::pair<Value*, Value*>> vp(plan.pairs_v);
-      std::vector<Value*> in_range(plan.pairs_v);
-      for (int i = 0; i < plan.pairs_v; ++i) {
-        Value* pidx = B.CreateAdd(lane, e.c32(32 * i));
-        in_range[i] = B.CreateICmpSLT(pidx, e.c32(d_v / 2));
-        Value* safe = B.CreateSelect(in_range[i], pidx, zero);
-        Value* off = B.CreateAdd(B.CreateMul(j, e.c32(d_v / 2)), safe);
-        vp[i] = tile::unpack_pair(e, B.CreateAlignedLoad(e.i32(), B.CreateGEP(e.i32(), v_smem, off), llvm::Align(4)), dt);
-      }
-      for (int r = 0; r < R; ++r) {
-        Value* p = B.CreateAlignedLoad(e.f32(), B.CreateGEP(e.f32(), p_smem, B.CreateAdd(e.c32(r * BN), j)), llvm::Align(4));
-        for (int i = 0; i < plan.pairs_v; ++i)
-          for (int h = 0; h < 2; ++h) {
-            Value* v = h ? vp[i].second : vp[i].first;
-            llvm::AllocaInst* slot = rows[r].acc[2 * i + h];
-            B.CreateStore(B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {p, v, B.CreateLoad(e.f32(), slot)}), slot);
-          }
-      }
+    // Mask only tiles that cross seq_kv or the causal diagonal.
+    e.when(B.CreateICmpSGT(B.CreateAdd(n0, e.c32(BN)), full_end), "mask", [&] {
+      for (int nt = 0; nt < NT; ++nt)
+        for (int i = 0; i < 4; ++i) {
+          Value* key = B.CreateAdd(n0, B.CreateAdd(e.c32(nt * 8 + (i & 1)), B.CreateShl(t4, 1)));
+          Value* visible = B.CreateICmpSLT(key, seq_kv);
+          if (plan.causal) visible = B.CreateAnd(visible, B.CreateICmpSLE(key, B.CreateAdd(row_g, e.c32(8 * (i >> 1)))));
+          B.CreateStore(B.CreateSelect(visible, B.CreateLoad(e.f32(), sacc[nt][i]), e.neg_inf()), sacc[nt][i]);
+        }
     });
-  });
+    for (int nt = 0; nt < NT; ++nt)
+      for (int i = 0; i < 4; ++i) s[nt][i] = B.CreateLoad(e.f32(), sacc[nt][i]);
 
-  // Epilogue: O = acc / l, LSE = ln(Σ e^{s·scale}) = (m + log2 l)·ln 2; masked rows → 0 and −inf.
+    // Online softmax (exp2 domain, scale folded in): one FFMA and one ex2.approx per score.
+    for (int r = 0; r < 2; ++r) {
+      Value* mx = e.neg_inf();
+      for (int nt = 0; nt < NT; ++nt) mx = B.CreateMaxNum(mx, B.CreateMaxNum(s[nt][2 * r], s[nt][2 * r + 1]));
+      Value* m_old = B.CreateLoad(e.f32(), m[r]);
+      Value* m_new = B.CreateMaxNum(m_old, quad_max(e, mx));
+      Value* m_use = B.CreateSelect(B.CreateFCmpOEQ(m_new, e.neg_inf()), e.cf(0.f), m_new);
+      Value* neg_ms = B.CreateFNeg(B.CreateFMul(m_use, scale_log2));
+      Value* alpha = tile::exp2_fast(e, B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {m_old, scale_log2, neg_ms}));
+      Value* sum = e.cf(0.f);
+      for (int nt = 0; nt < NT; ++nt)
+        for (int c = 0; c < 2; ++c) {
+          Value*& x = s[nt][2 * r + c];
+          x = tile::exp2_fast(e, B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {x, scale_log2, neg_ms}));
+          sum = B.CreateFAdd(sum, x);
+        }
+      B.CreateStore(m_new, m[r]);
+      B.CreateStore(B.CreateFAdd(B.CreateFMul(B.CreateLoad(e.f32(), l[r]), alpha), sum), l[r]);
+      for (int ot = 0; ot < OT; ++ot)
+        for (int c = 0; c < 2; ++c)
+          B.CreateStore(B.CreateFMul(B.CreateLoad(e.f32(), o[ot][2 * r + c]), alpha), o[ot][2 * r + c]);
+    }
+
+    // O += P V, P taken from the S accumulators as A fragments (two 8-key tiles per 16-key k-step).
+    std::vector<Acc4> oacc(OT);
+    for (int ot = 0; ot < OT; ++ot)
+      for (int i = 0; i < 4; ++i) oacc[ot][i] = B.CreateLoad(e.f32(), o[ot][i]);
+    for (int kc = 0; kc < NT / 2; ++kc) {
+      const Acc4& lo = s[2 * kc];
+      const Acc4& hi = s[2 * kc + 1];
+      Frag4 pa = {tile::pack_pair_rn(e, lo[0], lo[1], dt), tile::pack_pair_rn(e, lo[2], lo[3], dt),
+                  tile::pack_pair_rn(e, hi[0], hi[1], dt), tile::pack_pair_rn(e, hi[2], hi[3], dt)};
+      for (int vp = 0; vp < plan.v_pairs; ++vp) {
+        Value* row = B.CreateAdd(e.c32(16 * kc), v_row);
+        Frag4 vb = tile::ldmatrix_x4(e, vs.at(e, row, B.CreateAdd(e.c32(2 * vp), bit4)), true);
+        oacc[2 * vp] = tile::mma_16816(e, dt, pa, vb[0], vb[1], oacc[2 * vp]);
+        oacc[2 * vp + 1] = tile::mma_16816(e, dt, pa, vb[2], vb[3], oacc[2 * vp + 1]);
+      }
+    }
+    for (int ot = 0; ot < OT; ++ot)
+      for (int i = 0; i < 4; ++i) B.CreateStore(oacc[ot][i], o[ot][i]);
+    tile::sync_threads(e);  // this stage is refilled by the next iteration's cp.async
+  });
+  tile::cp_async_wait(e, 0);
+
+  // Epilogue: O = acc / l, LSE = ln Σ e^{s·scale} = (m·scale·log2 e + log2 l)·ln 2; masked rows → 0, −inf.
   Value* lse_ptr = arg(kParamLse);
-  for (int r = 0; r < R; ++r) {
-    Row& row = rows[r];
-    e.when(row.valid, "store", [&] {
-      Value* l = B.CreateLoad(e.f32(), row.l);
-      Value* m = B.CreateLoad(e.f32(), row.m);
-      Value* any = B.CreateFCmpOGT(l, e.cf(0.f));
-      Value* inv = B.CreateSelect(any, B.CreateFDiv(e.cf(1.f), l), e.cf(0.f));
-      Value* row_ptr =
-          B.CreateGEP(B.getInt16Ty(), o_base, B.CreateMul(B.CreateSExt(row.q_index, e.i64()), strides[3][1]));
-      for (int i = 0; i < plan.pairs_v; ++i) {
-        Value* p = B.CreateAdd(lane, e.c32(32 * i));
-        auto store = [&, i, p] {
-          Value* x = B.CreateFMul(B.CreateLoad(e.f32(), row.acc[2 * i]), inv);
-          Value* y = B.CreateFMul(B.CreateLoad(e.f32(), row.acc[2 * i + 1]), inv);
-          B.CreateAlignedStore(tile::pack_pair(e, x, y, dt), B.CreateGEP(B.getInt32Ty(), row_ptr, p), llvm::Align(4));
-        };
-        if (32 * (i + 1) <= d_v / 2) store();
-        else e.when(B.CreateICmpSLT(p, e.c32(d_v / 2)), "store.pair", store);
+  for (int r = 0; r < 2; ++r) {
+    Value* row = B.CreateAdd(row_g, e.c32(8 * r));
+    Value* lsum = quad_sum(e, B.CreateLoad(e.f32(), l[r]));
+    Value* mrow = B.CreateLoad(e.f32(), m[r]);
+    e.when(B.CreateICmpSLT(row, seq_q), "store", [&] {
+      Value* any = B.CreateFCmpOGT(lsum, e.cf(0.f));
+      Value* inv = B.CreateSelect(any, B.CreateFDiv(e.cf(1.f), lsum), e.cf(0.f));
+      Value* row_ptr = B.CreateGEP(B.getInt16Ty(), o_base, B.CreateMul(B.CreateSExt(row, e.i64()), strides[3][1]));
+      for (int ot = 0; ot < OT; ++ot) {
+        if (ot * 8 >= d_v) continue;  // the padding half of the last 16-wide pair
+        Value* x = B.CreateFMul(B.CreateLoad(e.f32(), o[ot][2 * r]), inv);
+        Value* y = B.CreateFMul(B.CreateLoad(e.f32(), o[ot][2 * r + 1]), inv);
+        Value* col = B.CreateAdd(e.c32(ot * 8), B.CreateShl(t4, 1));
+        B.CreateAlignedStore(tile::pack_pair_rn(e, x, y, dt), B.CreateGEP(B.getInt16Ty(), row_ptr, col), llvm::Align(4));
       }
       Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e.ctx, 1)));
-      e.when(B.CreateAnd(has_lse, B.CreateICmpEQ(lane, zero)), "store.lse", [&] {
-        Value* lse = B.CreateFMul(B.CreateFAdd(m, tile::log2_fast(e, l)), e.cf(static_cast<float>(M_LN2)));
-        lse = B.CreateSelect(any, lse, e.neg_inf());
+      e.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4, zero)), "store.lse", [&] {
+        Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, scale_log2), tile::log2_fast(e, lsum));
+        Value* lse = B.CreateSelect(any, B.CreateFMul(log2_sum, e.cf(static_cast<float>(M_LN2))), e.neg_inf());
         // LSE is [batch, heads_q, seq_q]: index ((b·H + h)·S + q) with H = gridDim.y.
         Value* heads = B.CreateCall(llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
         Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(batch, e.i64()), B.CreateZExt(heads, e.i64())),
                                  B.CreateZExt(head, e.i64()));
-        idx = B.CreateAdd(B.CreateMul(idx, B.CreateSExt(seq_q, e.i64())), B.CreateSExt(row.q_index, e.i64()));
+        idx = B.CreateAdd(B.CreateMul(idx, B.CreateSExt(seq_q, e.i64())), B.CreateSExt(row, e.i64()));
         B.CreateStore(lse, B.CreateGEP(e.f32(), lse_ptr, idx));
       });
     });

@@ -21,19 +21,18 @@ int max_shared_bytes(const std::string& arch) {
 }  // namespace
 
 TileConfig heuristic_config(const AttentionSpec& spec, std::string* reason) {
-  // Per lane and query row the kernel keeps d_v/32 accumulators, m, l and block_n/32 scores in
-  // registers; 8 rows per warp keep that under ~100 registers up to d = 256 (ptxas -v: no spills).
-  // Up to d = 64, 16 rows per warp halve the K/V tile loads per query row.
+  // One warp owns 16 query rows (one m16 tile). Per thread: S is block_n/2 f32, O is d_v/4 f32,
+  // and Q fragments d_qk/4 b32 when kept in registers (d_qk ≤ 128): block_n 64 keeps d = 128
+  // near 160 registers. Two cp.async stages overlap the next K/V tile with this tile's math.
   const int d = std::max(spec.head_dim_qk, spec.head_dim_v);
   TileConfig c;
   c.num_warps = 4;
-  c.block_n = 32;
-  c.num_stages = 1;
-  const int rows_per_warp = d <= 64 ? 16 : 8;
-  c.block_m = c.num_warps * rows_per_warp;
+  c.block_m = 64;
+  c.block_n = d <= 128 ? 64 : 32;
+  c.num_stages = 2;
   if (reason)
-    *reason = "heuristic table (FLASHJIT_AUTOTUNE=off): d=" + std::to_string(d) + " → " +
-              std::to_string(rows_per_warp) + " rows/warp, 4 warps, block_n 32";
+    *reason = "heuristic table (FLASHJIT_AUTOTUNE=off): d=" + std::to_string(d) + " → 4 warps × 16 rows, block_n " +
+              std::to_string(c.block_n) + ", 2 stages";
   return c;
 }
 
@@ -48,36 +47,35 @@ ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const s
   p.causal = spec.mask == "causal";
   if (c.num_warps != 1 && c.num_warps != 2 && c.num_warps != 4 && c.num_warps != 8)
     reject(c, "num_warps must be 1, 2, 4 or 8 (a CTA of at most 256 threads)");
-  if (c.block_m <= 0 || c.block_m % c.num_warps != 0)
-    reject(c, "block_m must be a positive multiple of num_warps (each warp owns block_m/num_warps rows)");
-  p.rows_per_warp = c.block_m / c.num_warps;
-  if (p.rows_per_warp > 16)
-    reject(c, "more than 16 query rows per warp: their accumulators would not fit in registers");
-  if (c.block_n != 32 && c.block_n != 64)
-    reject(c, "block_n must be 32 or 64: each of the 32 lanes scores block_n/32 keys");
-  if (c.num_stages != 1)
-    reject(c, "num_stages must be 1: this scalar template does not pipeline its K/V loads "
-              "(the multi-stage cp.async pipeline comes with the tensor-core template)");
+  if (c.block_m != 16 * c.num_warps)
+    reject(c, "block_m must be 16 × num_warps: each warp owns one 16-row mma tile of queries");
+  if (c.block_n != 32 && c.block_n != 64 && c.block_n != 128)
+    reject(c, "block_n must be 32, 64 or 128 (pairs of 8-key mma tiles; 128 holds 64 scores per thread)");
+  if (c.num_stages < 1 || c.num_stages > 4)
+    reject(c, "num_stages must be 1 to 4 (K/V tiles in flight through the cp.async pipeline)");
   p.threads = c.num_warps * 32;
-  p.keys_per_lane = c.block_n / 32;
-  p.pairs_v = (spec.head_dim_v + 63) / 64;
+  p.d_qk_pad = (spec.head_dim_qk + 63) / 64 * 64;
+  p.d_v_pad = (spec.head_dim_v + 63) / 64 * 64;
+  p.k_steps = (spec.head_dim_qk + 15) / 16;
+  p.v_pairs = (spec.head_dim_v + 15) / 16;
+  p.q_in_registers = spec.head_dim_qk <= 128;
   ForwardSmem& m = p.smem;
-  m.k_stride = spec.head_dim_qk + 2;
+  m.k_stage = c.block_n * p.d_qk_pad * 2;
+  m.v_stage = c.block_n * p.d_v_pad * 2;
   m.q = 0;
-  m.k = m.q + c.block_m * spec.head_dim_qk * 4;
-  m.v = m.k + ((c.block_n * m.k_stride * 2 + 15) / 16) * 16;
-  m.p = m.v + c.block_n * spec.head_dim_v * 2;
-  m.total = m.p + c.num_warps * p.rows_per_warp * c.block_n * 4;
+  m.k = c.block_m * p.d_qk_pad * 2;
+  m.v = m.k + c.num_stages * m.k_stage;
+  m.total = m.v + c.num_stages * m.v_stage;
   p.shared_bytes = m.total;
   if (p.shared_bytes > max_shared_bytes(arch))
-    reject(c, "Q, K, V and P tiles need " + std::to_string(p.shared_bytes) + " bytes of shared memory; " + arch +
-                  " allows " + std::to_string(max_shared_bytes(arch)) + " per CTA");
+    reject(c, "Q and " + std::to_string(c.num_stages) + " stages of K/V tiles need " + std::to_string(p.shared_bytes) +
+                  " bytes of shared memory; " + arch + " allows " + std::to_string(max_shared_bytes(arch)) + " per CTA");
   return p;
 }
 
 std::string ForwardPlan::describe() const {
   std::ostringstream s;
-  s << "attention_fwd/scalar " << (spec.dtype == DType::f16 ? "fp16" : "bf16") << " d=" << spec.head_dim_qk;
+  s << "attention_fwd/mma16816 " << (spec.dtype == DType::f16 ? "fp16" : "bf16") << " d=" << spec.head_dim_qk;
   if (spec.head_dim_v != spec.head_dim_qk) s << "/" << spec.head_dim_v;
   s << " mask=" << spec.mask << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";
   return s.str();

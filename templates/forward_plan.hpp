@@ -8,14 +8,15 @@
 
 namespace flashjit {
 
-// Shared memory of one CTA, in bytes from the dynamic base, in this order.
+// Shared memory of one CTA, in bytes from the dynamic base. Tiles are stored with rows of
+// d_pad = round_up(d, 64) 16-bit elements and their 16-byte chunks XOR-swizzled by row % 8, so
+// the 8 row addresses of one ldmatrix and the chunks of one cp.async wave hit distinct banks.
 struct ForwardSmem {
-  int q = 0;        // [block_m][d_qk] f32, pre-scaled by scale·log2(e)
-  int k = 0;        // [block_n][d_qk + 2] 16-bit; the 4-byte pad makes lane-per-key reads conflict-free
-  int v = 0;        // [block_n][d_v] 16-bit
-  int p = 0;        // [num_warps][rows_per_warp][block_n] f32 probabilities, broadcast to the warp
+  int q = 0;          // [block_m][d_qk_pad]
+  int k = 0;          // num_stages × [block_n][d_qk_pad]
+  int v = 0;          // num_stages × [block_n][d_v_pad]
+  int k_stage = 0, v_stage = 0;
   int total = 0;
-  int k_stride = 0; // elements per K row in shared memory
 };
 
 struct ForwardPlan {
@@ -25,12 +26,13 @@ struct ForwardPlan {
   std::string arch;
   bool causal = false;
   int threads = 0;
-  int rows_per_warp = 0;   // query rows each warp owns (block_m / num_warps)
-  int keys_per_lane = 0;   // block_n / 32: lane l scores keys l, l + 32, ...
-  int pairs_v = 0;         // output element pairs per lane (ceil(d_v / 64))
+  int d_qk_pad = 0, d_v_pad = 0;  // shared-memory row widths (elements)
+  int k_steps = 0;                // ceil(d_qk / 16): mma k-steps of S = QKᵀ
+  int v_pairs = 0;                // ceil(d_v / 16): pairs of 8-wide output n-tiles
+  bool q_in_registers = false;    // Q fragments loaded once (d_qk ≤ 128) or re-read per tile
   ForwardSmem smem;
   int shared_bytes = 0;
-  std::string entry;       // kernel symbol
+  std::string entry;              // kernel symbol
   std::string describe() const;
 };
 

@@ -51,9 +51,9 @@ TEST_CASE("cli: compile emits PTX or LLVM IR, and bad specs exit 2 naming the pr
   auto missing = test::run_command(kCli + " compile " + d.path + "/nope.yaml");
   CHECK(missing.code == 2);
   CHECK_THAT(missing.output, Catch::Contains("cannot read spec file"));
-  auto cfg = test::run_command(kCli + " compile " + spec + " --config 64,64,4,3");
+  auto cfg = test::run_command(kCli + " compile " + spec + " --config 64,64,4,7");
   CHECK(cfg.code == 2);
-  CHECK_THAT(cfg.output, Catch::Contains("num_stages must be 1"));
+  CHECK_THAT(cfg.output, Catch::Contains("num_stages must be 1 to 4"));
 }
 
 TEST_CASE("cli: a failed compile never overwrites the -o file; a good one replaces it", "[cli]") {

@@ -38,16 +38,22 @@ TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry"
   CHECK_THAT(k.ptx, Catch::Contains(".visible .entry " + k.entry));
   CHECK_THAT(k.ptx, Catch::Contains(".target sm_90a"));
   CHECK_THAT(k.ptx, Catch::Contains(".version 8.0"));
-  // The tile primitives must be there: shuffles for row sums, ex2.approx for the softmax.
+  // The tile primitives must be there: tensor cores, ldmatrix (plain for Q/K, .trans for V),
+  // the cp.async pipeline, quad shuffles, ex2.approx and the paired bf16 conversion.
+  CHECK_THAT(k.ptx, Catch::Contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+  CHECK_THAT(k.ptx, Catch::Contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"));
+  CHECK_THAT(k.ptx, Catch::Contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+  CHECK_THAT(k.ptx, Catch::Contains("cp.async.cg.shared.global"));
+  CHECK_THAT(k.ptx, Catch::Contains("cp.async.wait_group"));
   CHECK_THAT(k.ptx, Catch::Contains("shfl.sync.bfly.b32"));
   CHECK_THAT(k.ptx, Catch::Contains("ex2.approx.ftz.f32"));
-  CHECK_THAT(k.ptx, Catch::Contains("ld.global.nc.v4.u32"));  // 16-byte K/V loads through the read-only path
+  CHECK_THAT(k.ptx, Catch::Contains("cvt.rn.bf16x2.f32"));
   CHECK_THAT(k.ptx, Catch::Contains(".maxntid 128, 1, 1"));
   CHECK_THAT(k.llvm_ir, Catch::Contains("ptx_kernel"));
   CHECK(k.key.size() == 16);
   CHECK(k.threads == 128);
-  // Q as f32 [32][128], K padded [32][130], V [32][128], P f32 [4 warps][8 rows][32 keys].
-  CHECK(k.shared_bytes == 32 * 128 * 4 + 32 * 130 * 2 + 32 * 128 * 2 + 4 * 8 * 32 * 4);
+  // Q [64][128] and two stages of K and V [64][128], 16-bit.
+  CHECK(k.shared_bytes == 64 * 128 * 2 + 2 * 2 * 64 * 128 * 2);
 }
 
 TEST_CASE("codegen: kernel keys separate what changes code and ignore the name", "[codegen]") {
@@ -64,7 +70,7 @@ TEST_CASE("codegen: kernel keys separate what changes code and ignore the name",
   CHECK_THAT(k80.ptx, Catch::Contains(".target sm_80"));
 }
 
-TEST_CASE("codegen: every issue-2 kernel assembles with ptxas for sm_90a and sm_80", "[codegen][ptxas]") {
+TEST_CASE("codegen: every forward kernel assembles with ptxas for sm_90a and sm_80", "[codegen][ptxas]") {
   const std::string ptxas = ptxas_path();
   if (ptxas.empty()) WARN("ptxas not found: only checking that PTX was produced");
   test::TempDir dir;
@@ -84,6 +90,7 @@ TEST_CASE("codegen: every issue-2 kernel assembles with ptxas for sm_90a and sm_
           INFO(r.output);
           CHECK(r.code == 0);
           CHECK_THAT(r.output, Catch::Contains("Used") && Catch::Contains("registers"));
+          CHECK_THAT(r.output, Catch::Contains("0 bytes spill stores, 0 bytes spill loads"));
         }
 }
 
@@ -133,11 +140,15 @@ TEST_CASE("codegen: tile configs that break a limit are rejected naming the limi
       CHECK_THAT(e.what(), Catch::Contains(c.str()) && Catch::Contains(words));
     }
   };
-  reject({64, 64, 4, 2}, "num_stages must be 1");
-  reject({64, 48, 4, 1}, "block_n must be 32 or 64");
-  reject({66, 32, 4, 1}, "multiple of num_warps");
-  reject({128, 32, 4, 1}, "more than 16 query rows per warp");
-  reject({32, 32, 3, 1}, "num_warps must be 1, 2, 4 or 8");
+  reject({64, 64, 4, 5}, "num_stages must be 1 to 4");
+  reject({64, 48, 4, 1}, "block_n must be 32, 64 or 128");
+  reject({66, 32, 4, 1}, "block_m must be 16 × num_warps");
+  reject({48, 32, 3, 1}, "num_warps must be 1, 2, 4 or 8");
+  AttentionSpec big = make(DType::bf16, 256, "none");
+  CompileOptions o;
+  o.config = TileConfig{64, 128, 4, 4};  // Q 32 KB + 4 × (64 + 64) KB of K/V
+  CHECK_THROWS_WITH(compile_to_ptx(big, o), Catch::Contains("need 557056 bytes of shared memory") &&
+                                              Catch::Contains("sm_90a allows 232448"));
   CompileOptions bad_arch;
   bad_arch.arch = "sm_70";
   CHECK_THROWS_WITH(compile_to_ptx(s, bad_arch), Catch::Contains("sm_70") && Catch::Contains("allowed: sm_80"));

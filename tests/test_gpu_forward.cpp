@@ -179,7 +179,7 @@ TEST_CASE("gpu forward: over 48 KB of shared memory (opt-in attribute) and non-d
   c.d = 256;
   c.mask = "causal";
   c.seq_q = c.seq_kv = 333;
-  c.config = TileConfig{16, 64, 4, 1};  // 64 × 512 × 2 B = 64 KB of K/V tiles
+  c.config = TileConfig{64, 64, 4, 3};  // Q 32 KB + 3 stages × 64 KB of K/V: 224 KB
   ref::Verdict v = run_case(rt, c, 11);
   INFO(v.message);
   CHECK(v.ok);
@@ -188,10 +188,20 @@ TEST_CASE("gpu forward: over 48 KB of shared memory (opt-in attribute) and non-d
   small.d = 64;
   small.seq_q = 77;
   small.seq_kv = 301;
-  small.config = TileConfig{8, 64, 1, 1};  // one warp, 8 rows, two keys per lane
+  small.config = TileConfig{16, 32, 1, 1};  // one warp, no pipelining
   ref::Verdict w = run_case(rt, small, 12);
   INFO(w.message);
   CHECK(w.ok);
+  Case wide;
+  wide.dtype = DType::bf16;
+  wide.d = 128;
+  wide.mask = "causal";
+  wide.seq_q = 1000;
+  wide.seq_kv = 1000;
+  wide.config = TileConfig{128, 128, 8, 2};  // 8 warps, 128-key tiles
+  ref::Verdict x = run_case(rt, wide, 14);
+  INFO(x.message);
+  CHECK(x.ok);
 }
 
 TEST_CASE("gpu forward: rows with no visible key give O = 0 and LSE = -inf and never NaN", "[gpu][forward]") {

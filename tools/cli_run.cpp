@@ -134,7 +134,7 @@ int cmd_run(int argc, char** argv) {
             << " mask=" << spec.mask << "\n"
             << "shape    batch " << p.batch << ", heads " << p.heads_q << "/" << p.heads_kv << ", seq_q " << p.seq_q
             << ", seq_kv " << p.seq_kv << "\n"
-            << "kernel   " << ck.key << " attention_fwd/scalar " << ck.config.str() << " (" << ck.config_reason << "), "
+            << "kernel   " << ck.key << " " << ck.description << " (" << ck.config_reason << "), "
             << kernel.registers() << " regs, " << kernel.spill_bytes() << " B local\n"
             << "verify   " << verdict << "\n"
             << std::fixed << std::setprecision(3) << "time     " << ms << " ms (median)\n"

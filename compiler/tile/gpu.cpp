@@ -19,10 +19,6 @@ llvm::Value* block_id(Emitter& e, int axis) {
 
 void sync_threads(Emitter& e) { e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_barrier0), {}); }
 
-void sync_warp(Emitter& e) {
-  e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_bar_warp_sync), {e.c32(-1)});
-}
-
 llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask) {
   // c = 0x1f: the whole warp is one segment (PTX ISA §9.7.8.6, "shfl.sync", operand c).
   return e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_shfl_sync_bfly_f32),

@@ -8,7 +8,6 @@ namespace flashjit::tile {
 llvm::Value* thread_id(Emitter& e);            // %tid.x
 llvm::Value* block_id(Emitter& e, int axis);   // %ctaid.{x,y,z}
 void sync_threads(Emitter& e);                 // bar.sync 0
-void sync_warp(Emitter& e);                    // bar.warp.sync 0xffffffff (orders shared memory in a warp)
 // shfl.sync.bfly.b32 over the full warp (PTX ISA §9.7.8.6).
 llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask);
 // ex2.approx.ftz.f32: 2 ulp, flushes denormals; llvm.exp2 does not lower to it in LLVM 19.

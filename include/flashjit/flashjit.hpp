@@ -92,6 +92,7 @@ struct StageRecord {
 struct CompiledKernel {
   std::string key;          // content hash naming this kernel (dump folder, later caches)
   std::string entry;        // PTX entry point name
+  std::string description;  // template, dtype, dims, mask and tile config, for logs and the CLI
   std::string arch;
   TileConfig config;
   std::string config_reason;  // why this tile config (heuristic row or "given")

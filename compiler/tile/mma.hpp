@@ -1,0 +1,30 @@
+// Tensor-core primitives of sm_80+: ldmatrix, mma.sync m16n8k16, cp.async (PTX ISA §9.7.13, §9.7.9.25).
+#pragma once
+
+#include <array>
+
+#include "compiler/tile/emitter.hpp"
+#include "flashjit/flashjit.hpp"
+
+namespace flashjit::tile {
+
+using Frag4 = std::array<llvm::Value*, 4>;  // four b32 registers (A operand, or 2 B operands)
+using Acc4 = std::array<llvm::Value*, 4>;   // four f32 accumulators of one m16n8 tile
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l supplies the row address of matrix
+// l / 8; register i of every lane holds its two elements of matrix i (PTX ISA §9.7.13.4.15).
+Frag4 ldmatrix_x4(Emitter& e, llvm::Value* smem_row_ptr, bool trans);
+
+// D = A·B + C for one m16n8k16 tile with f32 accumulation; A is 4 b32, B is 2 b32 (PTX ISA
+// §9.7.13.4.8 for the fragment layouts: row = lane/4 (+8), column pair = 2·(lane%4)).
+Acc4 mma_16816(Emitter& e, DType dtype, const Frag4& a, llvm::Value* b0, llvm::Value* b1, const Acc4& c);
+
+// cp.async.cg.shared.global 16 bytes; `valid` = false copies zeros (src-size 0) and reads nothing.
+void cp_async_16(Emitter& e, llvm::Value* dst_shared, llvm::Value* src_global, llvm::Value* valid);
+void cp_async_commit(Emitter& e);
+void cp_async_wait(Emitter& e, int pending_groups);
+
+// Two f32 → one b32 of two 16-bit elements (first in the low half) with one cvt.rn.{bf16x2,f16x2}.f32.
+llvm::Value* pack_pair_rn(Emitter& e, llvm::Value* lo, llvm::Value* hi, DType dtype);
+
+}  // namespace flashjit::tile
