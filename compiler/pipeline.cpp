@@ -27,7 +27,7 @@ namespace flashjit {
 namespace {
 
 // Bumped whenever a template's generated code changes, so cache keys change with it.
-constexpr const char* kTemplateVersion = "fwd-mma16816-1";
+constexpr const char* kTemplateVersion = "fwd-mma16816-2";
 
 const char* extension(const std::string& stage) {
   if (stage == "llvm-ir" || stage == "opt") return ".ll";

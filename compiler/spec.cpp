@@ -1,98 +1,95 @@
-// AttentionSpec: the YAML subset of issue 2 (dtype, head_dim, mask none|causal), validation and
-// canonical text. The full DSL (compiler/dsl) replaces the parser; the checks here stay the limits.
-#include <yaml-cpp/yaml.h>
+// AttentionSpec, the public face of a spec: parsing, validation and canonical text all go
+// through the DSL front end (compiler/dsl), so YAML and C++-built specs can never disagree.
+#include <cmath>
 
-#include <sstream>
-
-#include "flashjit/flashjit.hpp"
+#include "compiler/dsl/printer.hpp"
+#include "compiler/dsl/spec_loader.hpp"
+#include "compiler/spec_bridge.hpp"
 
 namespace flashjit {
 
 namespace {
 
-std::string where(std::string_view file, const YAML::Node& node) {
-  const YAML::Mark m = node.Mark();
-  return std::string(file) + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) + ": ";
-}
+dsl::Type scalar(ScalarType t) { return t == ScalarType::i32 ? dsl::Type::I32 : dsl::Type::F32; }
 
-int read_dim(std::string_view file, const YAML::Node& node, const std::string& key) {
-  if (!node.IsScalar()) throw Error(ErrorKind::spec, where(file, node) + key + " must be an integer");
-  try {
-    return node.as<int>();
-  } catch (const YAML::Exception&) {
-    throw Error(ErrorKind::spec, where(file, node) + key + " must be an integer, got '" + node.Scalar() + "'");
-  }
+dsl::Extent extent(const std::string& dim, const std::string& tensor) {
+  if (auto kind = dsl::extent_kind_from_name(dim)) return dsl::Extent::symbolic(*kind);
+  char* end = nullptr;
+  long long n = std::strtoll(dim.c_str(), &end, 10);
+  if (dim.empty() || *end != '\0' || n <= 0)
+    throw Error(ErrorKind::spec, "tensor '" + tensor + "': dimension '" + dim +
+                                     "' is not allowed; use batch, heads_q, heads_kv, seq_q, seq_kv or a positive integer");
+  return dsl::Extent::fixed(n);
 }
 
 }  // namespace
 
-AttentionSpec AttentionSpec::from_yaml(std::string_view text, std::string_view file) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::ParserException& e) {
-    throw Error(ErrorKind::spec, std::string(file) + ":" + std::to_string(e.mark.line + 1) + ":" +
-                                     std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
-  }
-  if (!root.IsMap()) throw Error(ErrorKind::spec, std::string(file) + ":1:1: a spec must be a YAML mapping (key: value)");
-  AttentionSpec spec;
-  for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
-    const YAML::Node& value = kv.second;
-    if (key == "name") {
-      spec.name = value.as<std::string>("");
-    } else if (key == "dtype") {
-      std::string d = value.IsScalar() ? value.Scalar() : "";
-      if (d == "fp16") spec.dtype = DType::f16;
-      else if (d == "bf16") spec.dtype = DType::bf16;
-      else throw Error(ErrorKind::spec, where(file, value) + "dtype '" + d + "' is not supported; allowed: fp16, bf16");
-    } else if (key == "head_dim") {
-      if (value.IsMap()) {
-        if (!value["qk"] || !value["v"]) throw Error(ErrorKind::spec, where(file, value) + "head_dim as a mapping needs both 'qk' and 'v'");
-        spec.head_dim_qk = read_dim(file, value["qk"], "head_dim.qk");
-        spec.head_dim_v = read_dim(file, value["v"], "head_dim.v");
-      } else {
-        spec.head_dim_qk = spec.head_dim_v = read_dim(file, value, "head_dim");
-      }
-    } else if (key == "mask") {
-      spec.mask = value.IsScalar() ? value.Scalar() : "";
-      if (spec.mask != "none" && spec.mask != "causal")
-        throw Error(ErrorKind::spec, where(file, value) + "mask '" + spec.mask +
-                                         "' is not supported yet; allowed: none, causal (the expression DSL comes with issue 3)");
+dsl::Spec to_dsl(const AttentionSpec& s) {
+  dsl::SpecBuilder b;
+  if (!s.name.empty()) b.name(s.name);
+  b.dtype(s.dtype == DType::f16 ? dsl::DType::F16 : dsl::DType::BF16);
+  b.head_dim(s.head_dim_qk, s.head_dim_v);
+  if (!s.mask.empty() && s.mask != "none") b.mask(s.mask);
+  if (!s.score.empty() && s.score != "score") b.score(s.score);
+  for (const ParamDecl& p : s.params) {
+    if (p.type == ScalarType::i32) {
+      if (p.default_value != std::floor(p.default_value) || std::abs(p.default_value) > 2147483647.0)
+        throw Error(ErrorKind::spec, "param '" + p.name + "': default " + std::to_string(p.default_value) +
+                                         " is not an i32 value");
+      b.param_i32(p.name, static_cast<int32_t>(p.default_value));
     } else {
-      throw Error(ErrorKind::spec, where(file, kv.first) + "unknown key '" + key + "'; allowed keys: name, dtype, head_dim, mask");
+      b.param_f32(p.name, static_cast<float>(p.default_value));
     }
   }
-  try {
-    spec.validate();
-  } catch (const Error& e) {
-    throw Error(e.kind(), std::string(file) + ": " + e.what());
+  for (const TensorDecl& t : s.tensors) {
+    std::vector<dsl::Extent> dims;
+    for (const std::string& d : t.dims) dims.push_back(extent(d, t.name));
+    b.tensor(t.name, scalar(t.type), dims);
   }
-  return spec;
+  dsl::Tune tune;
+  tune.block_m = s.tune.block_m;
+  tune.block_n = s.tune.block_n;
+  tune.num_warps = s.tune.num_warps;
+  tune.num_stages = s.tune.num_stages;
+  b.tune(tune);
+  try {
+    return b.build();
+  } catch (const dsl::SpecError& e) {
+    throw Error(ErrorKind::spec, e.what());
+  }
 }
 
-void AttentionSpec::validate() const {
-  auto check_dim = [](int d, const char* what) {
-    if (d < 8 || d > 256 || d % 8 != 0)
-      throw Error(ErrorKind::spec, std::string(what) + " " + std::to_string(d) +
-                                       " is not supported; allowed: a multiple of 8 from 8 to 256 "
-                                       "(rows are moved in 16-byte vectors of 8 elements)");
-  };
-  check_dim(head_dim_qk, "head_dim.qk");
-  check_dim(head_dim_v, "head_dim.v");
-  if (mask != "none" && mask != "causal")
-    throw Error(ErrorKind::spec, "mask '" + mask + "' is not supported yet; allowed: none, causal");
+AttentionSpec from_dsl(const dsl::Spec& d) {
+  AttentionSpec s;
+  s.name = d.name;
+  s.dtype = d.dtype == dsl::DType::F16 ? DType::f16 : DType::bf16;
+  s.head_dim_qk = d.head_dim_qk;
+  s.head_dim_v = d.head_dim_v;
+  s.mask = d.mask ? dsl::print_expr(*d.mask) : "none";
+  s.score = d.score ? dsl::print_expr(*d.score) : "score";
+  for (const dsl::Param& p : d.params)
+    s.params.push_back({p.name, p.type == dsl::Type::I32 ? ScalarType::i32 : ScalarType::f32,
+                        p.type == dsl::Type::I32 ? double(p.default_value.i) : double(p.default_value.f)});
+  for (const dsl::TensorDecl& t : d.tensors) {
+    TensorDecl out{t.name, t.elem == dsl::Type::I32 ? ScalarType::i32 : ScalarType::f32, {}};
+    for (const dsl::Extent& e : t.dims) out.dims.push_back(dsl::extent_name(e));
+    s.tensors.push_back(out);
+  }
+  s.tune = {d.tune.block_m, d.tune.block_n, d.tune.num_warps, d.tune.num_stages};
+  return s;
 }
 
-std::string AttentionSpec::canonical() const {
-  std::ostringstream s;
-  if (!name.empty()) s << "name: " << name << "\n";
-  s << "dtype: " << (dtype == DType::f16 ? "fp16" : "bf16") << "\n";
-  if (head_dim_qk == head_dim_v) s << "head_dim: " << head_dim_qk << "\n";
-  else s << "head_dim: {qk: " << head_dim_qk << ", v: " << head_dim_v << "}\n";
-  s << "mask: " << mask << "\n";
-  return s.str();
+AttentionSpec AttentionSpec::from_yaml(std::string_view text, std::string_view file) {
+  try {
+    return from_dsl(dsl::load_spec(text, file));
+  } catch (const dsl::SpecError& e) {
+    throw Error(ErrorKind::spec, e.what());
+  }
 }
+
+void AttentionSpec::validate() const { to_dsl(*this); }
+
+std::string AttentionSpec::canonical() const { return to_dsl(*this).canonical(); }
 
 AttentionSpec default_spec() {
   AttentionSpec s;

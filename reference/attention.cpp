@@ -5,9 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <thread>
 
+#include "compiler/dsl/interpreter.hpp"
+#include "compiler/spec_bridge.hpp"
 #include "flashjit/reference.hpp"
 
 namespace flashjit::ref {
@@ -35,15 +38,78 @@ float from_half_bits(uint16_t bits, DType dtype) {
 
 float round_to(float x, DType dtype) { return from_half_bits(to_half_bits(x, dtype), dtype); }
 
-float Problem::effective_scale() const { return scale != 0.f ? scale : 1.f / std::sqrt(static_cast<float>(d_qk)); }
+float Problem::effective_scale() const { return scale != 0.f ? scale : 1.f / std::sqrt(static_cast<float>(d_qk())); }
+
 
 namespace {
 
-bool visible(const Problem& p, int64_t q, int64_t kv) { return p.mask != "causal" || q >= kv; }
+// The mask and score of a problem, evaluated by the DSL interpreter with the launch's values.
+class Semantics {
+ public:
+  explicit Semantics(const Problem& p) : p_(p), spec_(to_dsl(p.spec)), params_(spec_.default_params()) {
+    for (const ParamValue& v : p.params) {
+      int slot = spec_.param_slot(v.name);
+      if (slot < 0) throw Error(ErrorKind::usage, "reference: unknown param '" + v.name + "'");
+      params_[slot] = spec_.params[slot].type == dsl::Type::I32 ? dsl::Value::of_i32(static_cast<int32_t>(v.value))
+                                                                 : dsl::Value::of_f32(static_cast<float>(v.value));
+    }
+    for (const dsl::TensorDecl& t : spec_.tensors) {
+      const HostTensor* h = nullptr;
+      for (const HostTensor& x : p.tensors)
+        if (x.name == t.name) h = &x;
+      if (!h) throw Error(ErrorKind::usage, "reference: tensor '" + t.name + "' missing");
+      dsl::TensorData d;
+      d.elem = t.elem;
+      d.data = t.elem == dsl::Type::I32 ? static_cast<const void*>(h->i32.data()) : static_cast<const void*>(h->f32.data());
+      for (const dsl::Extent& e : t.dims) d.dims.push_back(extent(e));
+      tensors_.push_back(d);
+    }
+  }
+  bool visible(int64_t b, int64_t h, int64_t q, int64_t kv) const {
+    if (!spec_.mask) return true;
+    return dsl::eval_mask(*spec_.mask, env(b, h, q, kv, 0.f));
+  }
+  float score(int64_t b, int64_t h, int64_t q, int64_t kv, float s) const {
+    if (!spec_.score) return s;
+    return dsl::eval_score(*spec_.score, env(b, h, q, kv, s));
+  }
 
-size_t q_index(const Problem& p, int64_t b, int64_t s, int64_t h) { return ((b * p.seq_q + s) * p.heads_q + h) * p.d_qk; }
-size_t k_index(const Problem& p, int64_t b, int64_t s, int64_t h) { return ((b * p.seq_kv + s) * p.heads_kv + h) * p.d_qk; }
-size_t v_index(const Problem& p, int64_t b, int64_t s, int64_t h) { return ((b * p.seq_kv + s) * p.heads_kv + h) * p.d_v; }
+ private:
+  int64_t extent(const dsl::Extent& e) const {
+    using K = dsl::Extent::Kind;
+    switch (e.kind) {
+      case K::Batch: return p_.batch;
+      case K::HeadsQ: return p_.heads_q;
+      case K::HeadsKv: return p_.heads_kv;
+      case K::SeqQ: return p_.seq_q;
+      case K::SeqKv: return p_.seq_kv;
+      case K::Fixed: return e.size;
+    }
+    return 0;
+  }
+  dsl::Env env(int64_t b, int64_t h, int64_t q, int64_t kv, float s) const {
+    dsl::Env e;
+    e.b = int32_t(b);
+    e.h = int32_t(h);
+    e.h_kv = int32_t(h / (p_.heads_q / p_.heads_kv));
+    e.q = int32_t(q);
+    e.kv = int32_t(kv);
+    e.seq_q = int32_t(p_.seq_q);
+    e.seq_kv = int32_t(p_.seq_kv);
+    e.score = s;
+    e.params = params_;
+    e.tensors = tensors_;
+    return e;
+  }
+  const Problem& p_;
+  dsl::Spec spec_;
+  std::vector<dsl::Value> params_;
+  std::vector<dsl::TensorData> tensors_;
+};
+
+size_t q_index(const Problem& p, int64_t b, int64_t s, int64_t h) { return ((b * p.seq_q + s) * p.heads_q + h) * p.d_qk(); }
+size_t k_index(const Problem& p, int64_t b, int64_t s, int64_t h) { return ((b * p.seq_kv + s) * p.heads_kv + h) * p.d_qk(); }
+size_t v_index(const Problem& p, int64_t b, int64_t s, int64_t h) { return ((b * p.seq_kv + s) * p.heads_kv + h) * p.d_v(); }
 
 // Runs body(i) for i in [0, n) on all cores: the fp64 reference dominates test time otherwise.
 template <class Body>
@@ -85,8 +151,11 @@ std::vector<RowId> pick_rows(const Problem& p, int64_t max_rows) {
 }
 
 Rows attention_fp64(const Problem& p, const std::vector<RowId>& ids) {
+  const Semantics sem(p);
+  const int64_t d_qk = p.d_qk(), d_v = p.d_v();
+  const DType dt = p.dtype();
   Rows out;
-  out.o.assign(ids.size() * p.d_v, 0.0);
+  out.o.assign(ids.size() * d_v, 0.0);
   out.lse.assign(ids.size(), -std::numeric_limits<double>::infinity());
   const double scale = p.effective_scale();
   const int64_t group = p.heads_q / p.heads_kv;
@@ -96,33 +165,37 @@ Rows attention_fp64(const Problem& p, const std::vector<RowId>& ids) {
     std::vector<double> s(p.seq_kv, -std::numeric_limits<double>::infinity());
     double m = -std::numeric_limits<double>::infinity();
     for (int64_t kv = 0; kv < p.seq_kv; ++kv) {
-      if (!visible(p, id.q, kv)) continue;
+      if (!sem.visible(id.b, id.h, id.q, kv)) continue;
       double dot = 0;
       const size_t qi = q_index(p, id.b, id.q, id.h), ki = k_index(p, id.b, kv, hk);
-      for (int64_t c = 0; c < p.d_qk; ++c)
-        dot += double(from_half_bits(p.q[qi + c], p.dtype)) * double(from_half_bits(p.k[ki + c], p.dtype));
-      s[kv] = dot * scale;
+      for (int64_t c = 0; c < d_qk; ++c)
+        dot += double(from_half_bits(p.q[qi + c], dt)) * double(from_half_bits(p.k[ki + c], dt));
+      // The score modifier is f32 in the language; the identity keeps full fp64 precision.
+      s[kv] = p.spec.score == "score" ? dot * scale : double(sem.score(id.b, id.h, id.q, kv, float(dot * scale)));
       m = std::max(m, s[kv]);
     }
     if (m == -std::numeric_limits<double>::infinity()) return;  // fully masked: O = 0, LSE = -inf
     double l = 0;
-    double* o = &out.o[r * p.d_v];
+    double* o = &out.o[r * d_v];
     for (int64_t kv = 0; kv < p.seq_kv; ++kv) {
-      if (!visible(p, id.q, kv)) continue;
+      if (s[kv] == -std::numeric_limits<double>::infinity()) continue;
       double w = std::exp(s[kv] - m);
       l += w;
       const size_t vi = v_index(p, id.b, kv, hk);
-      for (int64_t c = 0; c < p.d_v; ++c) o[c] += w * double(from_half_bits(p.v[vi + c], p.dtype));
+      for (int64_t c = 0; c < d_v; ++c) o[c] += w * double(from_half_bits(p.v[vi + c], dt));
     }
-    for (int64_t c = 0; c < p.d_v; ++c) o[c] /= l;
+    for (int64_t c = 0; c < d_v; ++c) o[c] /= l;
     out.lse[r] = m + std::log(l);
   });
   return out;
 }
 
 Rows attention_same_dtype(const Problem& p, const std::vector<RowId>& ids) {
+  const Semantics sem(p);
+  const int64_t d_qk = p.d_qk(), d_v = p.d_v();
+  const DType dt = p.dtype();
   Rows out;
-  out.o.assign(ids.size() * p.d_v, 0.0);
+  out.o.assign(ids.size() * d_v, 0.0);
   out.lse.assign(ids.size(), -std::numeric_limits<double>::infinity());
   const float scale = p.effective_scale();
   const int64_t group = p.heads_q / p.heads_kv;
@@ -132,25 +205,26 @@ Rows attention_same_dtype(const Problem& p, const std::vector<RowId>& ids) {
     std::vector<float> s(p.seq_kv, -std::numeric_limits<float>::infinity());
     float m = -std::numeric_limits<float>::infinity();
     for (int64_t kv = 0; kv < p.seq_kv; ++kv) {
-      if (!visible(p, id.q, kv)) continue;
+      if (!sem.visible(id.b, id.h, id.q, kv)) continue;
       float dot = 0;
       const size_t qi = q_index(p, id.b, id.q, id.h), ki = k_index(p, id.b, kv, hk);
-      for (int64_t c = 0; c < p.d_qk; ++c) dot += from_half_bits(p.q[qi + c], p.dtype) * from_half_bits(p.k[ki + c], p.dtype);
-      s[kv] = round_to(round_to(dot, p.dtype) * scale, p.dtype);  // S = QKᵀ in dtype, then scaled in dtype
+      for (int64_t c = 0; c < d_qk; ++c) dot += from_half_bits(p.q[qi + c], dt) * from_half_bits(p.k[ki + c], dt);
+      float x = round_to(round_to(dot, dt) * scale, dt);  // S = QKᵀ in dtype, then scaled in dtype
+      s[kv] = p.spec.score == "score" ? x : round_to(sem.score(id.b, id.h, id.q, kv, x), dt);
       m = std::max(m, s[kv]);
     }
     if (m == -std::numeric_limits<float>::infinity()) return;
     float l = 0;
     for (int64_t kv = 0; kv < p.seq_kv; ++kv)
-      if (visible(p, id.q, kv)) l += std::exp(s[kv] - m);
-    std::vector<float> acc(p.d_v, 0.f);
+      if (s[kv] != -std::numeric_limits<float>::infinity()) l += std::exp(s[kv] - m);
+    std::vector<float> acc(d_v, 0.f);
     for (int64_t kv = 0; kv < p.seq_kv; ++kv) {
-      if (!visible(p, id.q, kv)) continue;
-      const float prob = round_to(std::exp(s[kv] - m) / l, p.dtype);  // softmax output in dtype
+      if (s[kv] == -std::numeric_limits<float>::infinity()) continue;
+      const float prob = round_to(std::exp(s[kv] - m) / l, dt);  // softmax output in dtype
       const size_t vi = v_index(p, id.b, kv, hk);
-      for (int64_t c = 0; c < p.d_v; ++c) acc[c] += prob * from_half_bits(p.v[vi + c], p.dtype);
+      for (int64_t c = 0; c < d_v; ++c) acc[c] += prob * from_half_bits(p.v[vi + c], dt);
     }
-    for (int64_t c = 0; c < p.d_v; ++c) out.o[r * p.d_v + c] = round_to(acc[c], p.dtype);
+    for (int64_t c = 0; c < d_v; ++c) out.o[r * d_v + c] = round_to(acc[c], dt);
     out.lse[r] = m + std::log(l);
   });
   return out;
@@ -158,9 +232,11 @@ Rows attention_same_dtype(const Problem& p, const std::vector<RowId>& ids) {
 
 Verdict verify(const Problem& p, const std::vector<uint16_t>& out_bshd, const std::vector<float>* lse_bhs,
                int64_t max_rows) {
+  const int64_t d_v = p.d_v();
+  const DType dt = p.dtype();
   Verdict v;
   for (uint16_t bits : out_bshd)
-    if (!std::isfinite(from_half_bits(bits, p.dtype))) ++v.nan_count;
+    if (!std::isfinite(from_half_bits(bits, dt))) ++v.nan_count;
   const std::vector<RowId> ids = pick_rows(p, max_rows);
   v.rows_checked = static_cast<int64_t>(ids.size());
   const Rows truth = attention_fp64(p, ids);
@@ -168,13 +244,13 @@ Verdict verify(const Problem& p, const std::vector<uint16_t>& out_bshd, const st
   bool lse_ok = true;
   for (size_t r = 0; r < ids.size(); ++r) {
     const RowId id = ids[r];
-    const size_t oi = ((id.b * p.seq_q + id.q) * p.heads_q + id.h) * p.d_v;
-    for (int64_t c = 0; c < p.d_v; ++c) {
-      const double t = truth.o[r * p.d_v + c];
-      const double got = from_half_bits(out_bshd[oi + c], p.dtype);
+    const size_t oi = ((id.b * p.seq_q + id.q) * p.heads_q + id.h) * d_v;
+    for (int64_t c = 0; c < d_v; ++c) {
+      const double t = truth.o[r * d_v + c];
+      const double got = from_half_bits(out_bshd[oi + c], dt);
       v.max_err = std::max(v.max_err, std::isfinite(got) ? std::abs(got - t) : INFINITY);
-      v.baseline_err = std::max(v.baseline_err, std::abs(plain.o[r * p.d_v + c] - t));
-      v.floor = std::max(v.floor, std::abs(double(round_to(float(t), p.dtype)) - t));
+      v.baseline_err = std::max(v.baseline_err, std::abs(plain.o[r * d_v + c] - t));
+      v.floor = std::max(v.floor, std::abs(double(round_to(float(t), dt)) - t));
     }
     if (lse_bhs) {
       const double got = (*lse_bhs)[(id.b * p.heads_q + id.h) * p.seq_q + id.q];
@@ -200,6 +276,45 @@ Verdict verify(const Problem& p, const std::vector<uint16_t>& out_bshd, const st
     << " nonfinite=" << v.nan_count << " rows=" << v.rows_checked;
   v.message = s.str();
   return v;
+}
+
+double visible_fraction(const Problem& p) {
+  if (p.spec.mask == "none" || p.seq_q == 0 || p.seq_kv == 0) return 1.0;
+  const Semantics sem(p);
+  // Counted at b = h = 0 on every row up to 2^22 pairs, then on evenly spaced rows (an estimate).
+  const int64_t step = std::max<int64_t>(1, p.seq_q * p.seq_kv / (int64_t(1) << 22));
+  int64_t visible = 0, rows = 0;
+  for (int64_t q = 0; q < p.seq_q; q += step, ++rows)
+    for (int64_t kv = 0; kv < p.seq_kv; ++kv) visible += sem.visible(0, 0, q, kv);
+  return double(visible) / (double(rows) * double(p.seq_kv));
+}
+
+void fill_spec_tensors(Problem& p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  p.tensors.clear();
+  for (const TensorDecl& t : p.spec.tensors) {
+    HostTensor h;
+    h.name = t.name;
+    int64_t n = 1, last = 1;
+    for (const std::string& d : t.dims) {
+      last = d == "batch" ? p.batch : d == "heads_q" ? p.heads_q : d == "heads_kv" ? p.heads_kv
+           : d == "seq_q" ? p.seq_q : d == "seq_kv" ? p.seq_kv : std::stoll(d);
+      n *= last;
+    }
+    if (t.type == ScalarType::i32) {
+      std::vector<int64_t> cuts;
+      std::uniform_int_distribution<int64_t> pos(0, std::max<int64_t>(last - 1, 0));
+      for (int i = 0; i < 7; ++i) cuts.push_back(pos(rng));
+      std::sort(cuts.begin(), cuts.end());
+      h.i32.resize(n);
+      for (int64_t i = 0; i < n; ++i) h.i32[i] = int32_t(std::upper_bound(cuts.begin(), cuts.end(), i % last) - cuts.begin());
+    } else {
+      std::uniform_real_distribution<float> u(0.f, 1.f);
+      h.f32.resize(n);
+      for (auto& x : h.f32) x = u(rng);
+    }
+    p.tensors.push_back(std::move(h));
+  }
 }
 
 }  // namespace flashjit::ref

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "compiler/dsl/kv_range.hpp"
+#include "compiler/spec_bridge.hpp"
 #include "flashjit/flashjit.hpp"
 #include "runtime/context.hpp"
 #include "runtime/launch.hpp"
@@ -20,6 +22,8 @@ struct Runtime::Impl {
 struct Kernel::Impl {
   std::shared_ptr<rt::Context> ctx;
   AttentionSpec spec;
+  dsl::Spec dsl;             // params and tensors by slot, for launch packing and checks
+  dsl::KvRange kv_range;     // the mask's closed form, checked for i32 wrap-around per launch
   CompiledKernel compiled;
   rt::LoadedModule loaded;
   int registers = 0, spill_bytes = 0;
@@ -58,6 +62,8 @@ Kernel Runtime::compile(const AttentionSpec& spec, const CompileOptions& options
   auto k = std::make_shared<Kernel::Impl>();
   k->ctx = impl_->ctx;
   k->spec = spec;
+  k->dsl = to_dsl(spec);
+  if (k->dsl.mask) k->kv_range = dsl::derive_kv_range(k->dsl.mask, &k->dsl.tensors);
   k->compiled = compile_to_ptx(spec, opts);
   if (k->compiled.shared_bytes > info.shared_per_block_optin)
     throw Error(ErrorKind::spec, "kernel " + k->compiled.key + " needs " + std::to_string(k->compiled.shared_bytes) +
@@ -93,10 +99,9 @@ int Kernel::spill_bytes() const { return impl_->spill_bytes; }
 
 void Kernel::forward(const ForwardArgs& args) const {
   const Impl& k = *impl_;
-  ForwardParams p = rt::pack_forward(k.spec, args);
+  rt::ForwardLaunch launch;
+  rt::pack_forward(k.dsl, k.dsl.mask ? &k.kv_range : nullptr, args, launch);
   if (args.batch == 0 || args.seq_q == 0) return;  // an empty output: nothing to write
-  void* slots[kParamCount];
-  forward_param_slots(p, slots);
   const auto grid_x = static_cast<unsigned>((args.seq_q + k.compiled.config.block_m - 1) / k.compiled.config.block_m);
   if (log::enabled(log::Level::info))
     log::info("launch " + k.compiled.key + " grid " + std::to_string(grid_x) + "x" + std::to_string(args.heads_q) +
@@ -108,7 +113,7 @@ void Kernel::forward(const ForwardArgs& args) const {
   cu::check(d.cuLaunchKernel(k.loaded.function, grid_x, static_cast<unsigned>(args.heads_q),
                              static_cast<unsigned>(args.batch), static_cast<unsigned>(k.compiled.threads), 1, 1,
                              static_cast<unsigned>(k.compiled.shared_bytes), static_cast<cu::CUstream>(args.stream),
-                             slots, nullptr),
+                             launch.slots.data(), nullptr),
             "cuLaunchKernel(attention forward)");
 }
 

@@ -2,13 +2,17 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+
+#include "compiler/dsl/interval.hpp"
 
 namespace flashjit::rt {
 
 namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw Error(ErrorKind::usage, "forward: " + what); }
+
 
 void check_tensor(const char* name, const Tensor& t) {
   if (!t.data) bad(std::string(name) + ".data is null");
@@ -23,9 +27,29 @@ void check_tensor(const char* name, const Tensor& t) {
           "; it must be a non-negative multiple of 8 elements (16 bytes) so rows stay 16-byte aligned");
 }
 
+
+// Extent of one tensor dimension at this launch.
+int64_t extent_of(const dsl::Extent& d, const ForwardArgs& a) {
+  switch (d.kind) {
+    case dsl::Extent::Kind::Batch: return a.batch;
+    case dsl::Extent::Kind::HeadsQ: return a.heads_q;
+    case dsl::Extent::Kind::HeadsKv: return a.heads_kv;
+    case dsl::Extent::Kind::SeqQ: return a.seq_q;
+    case dsl::Extent::Kind::SeqKv: return a.seq_kv;
+    case dsl::Extent::Kind::Fixed: return d.size;
+  }
+  return 0;
+}
+
+std::string names_of(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& n : v) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? "none" : s;
+}
+
 }  // namespace
 
-ForwardParams pack_forward(const AttentionSpec& spec, const ForwardArgs& a) {
+void pack_forward(const dsl::Spec& spec, const dsl::KvRange* range, const ForwardArgs& a, ForwardLaunch& out) {
   constexpr int64_t kMaxGrid = 65535;  // gridDim.y/z limit (CUDA Programming Guide, Table 21)
   constexpr int64_t kMaxSeq = std::numeric_limits<int32_t>::max();
   if (a.batch < 0 || a.seq_q < 0 || a.seq_kv < 0) bad("batch, seq_q and seq_kv must be >= 0");
@@ -42,7 +66,8 @@ ForwardParams pack_forward(const AttentionSpec& spec, const ForwardArgs& a) {
   check_tensor("v", a.v);
   check_tensor("o", a.o);
   if (a.lse && reinterpret_cast<uintptr_t>(a.lse) % 4 != 0) bad("lse is not 4-byte aligned");
-  ForwardParams p{};
+
+  ForwardParams& p = out.fixed;
   p.q = a.q.data;
   p.k = a.k.data;
   p.v = a.v.data;
@@ -59,7 +84,91 @@ ForwardParams pack_forward(const AttentionSpec& spec, const ForwardArgs& a) {
   p.group = static_cast<int32_t>(a.heads_q / a.heads_kv);
   float scale = a.scale != 0.f ? a.scale : 1.f / std::sqrt(static_cast<float>(spec.head_dim_qk));
   p.scale_log2 = scale * static_cast<float>(M_LOG2E);
-  return p;
+
+  // Params: by name, defaults for the rest; unknown names are errors, never ignored.
+  std::vector<std::string> param_names, tensor_names;
+  for (const auto& d : spec.params) param_names.push_back(d.name);
+  for (const auto& t : spec.tensors) tensor_names.push_back(t.name);
+  std::vector<dsl::Value> values = spec.default_params();
+  for (const ParamValue& v : a.params) {
+    int slot = spec.param_slot(v.name);
+    if (slot < 0) bad("param '" + v.name + "' is not declared by the spec; its params: " + names_of(param_names));
+    if (spec.params[slot].type == dsl::Type::I32) {
+      if (v.value != std::floor(v.value) || std::abs(v.value) > 2147483647.0)
+        bad("param '" + v.name + "' is i32 but got " + std::to_string(v.value));
+      values[slot] = dsl::Value::of_i32(static_cast<int32_t>(v.value));
+    } else {
+      values[slot] = dsl::Value::of_f32(static_cast<float>(v.value));
+    }
+  }
+  out.extra.assign(spec.params.size() + spec.tensors.size(), 0);
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    if (values[i].type == dsl::Type::I32) std::memcpy(&out.extra[i], &values[i].i, 4);
+    else std::memcpy(&out.extra[i], &values[i].f, 4);
+  }
+  // Tensors: every declared one, with exactly its extent's element count, 4-byte aligned.
+  for (size_t t = 0; t < spec.tensors.size(); ++t) {
+    const dsl::TensorDecl& decl = spec.tensors[t];
+    const BufferArg* given = nullptr;
+    for (const BufferArg& b : a.buffers)
+      if (b.name == decl.name) given = &b;
+    if (!given) bad("tensor '" + decl.name + "' of the spec was not passed in buffers");
+    int64_t numel = 1;
+    for (const auto& d : decl.dims) numel *= extent_of(d, a);
+    if (given->numel != numel)
+      bad("tensor '" + decl.name + "' has " + std::to_string(given->numel) + " elements; its dims at this launch give " +
+          std::to_string(numel));
+    if (!given->data && numel > 0) bad("tensor '" + decl.name + "' data is null");
+    if (reinterpret_cast<uintptr_t>(given->data) % 4 != 0) bad("tensor '" + decl.name + "' is not 4-byte aligned");
+    std::memcpy(&out.extra[spec.params.size() + t], &given->data, sizeof(void*));
+  }
+  for (const BufferArg& b : a.buffers)
+    if (spec.tensor_slot(b.name) < 0)
+      bad("buffer '" + b.name + "' is not a tensor of the spec; its tensors: " + names_of(tensor_names));
+
+  // Index ranges (DESIGN §3): every read of every tensor must stay in its extent for every q,
+  // kv, b, h this launch can produce — proved by interval analysis, else the launch is refused.
+  if (a.batch > 0 && a.seq_q > 0 && a.seq_kv > 0) {
+    dsl::Bounds bd;
+    bd.b = {0, a.batch - 1};
+    bd.h = {0, a.heads_q - 1};
+    bd.h_kv = {0, a.heads_kv - 1};
+    bd.q = {0, a.seq_q - 1};
+    bd.kv = {0, a.seq_kv - 1};
+    bd.seq_q = dsl::IRange::point(a.seq_q);
+    bd.seq_kv = dsl::IRange::point(a.seq_kv);
+    bd.tensors = &spec.tensors;
+    for (const auto& v : values) bd.params.emplace_back(v);
+    for (const dsl::ExprPtr& e : {spec.mask, spec.score}) {
+      if (!e) continue;
+      std::vector<dsl::IndexUse> uses;
+      dsl::analyze(*e, bd, &uses);
+      for (const dsl::IndexUse& u : uses) {
+        const dsl::TensorDecl& decl = spec.tensors.at(u.slot);
+        for (size_t i = 0; i < u.index.size() && i < decl.dims.size(); ++i) {
+          const int64_t ext = extent_of(decl.dims[i], a);
+          if (u.index[i].lo < 0 || u.index[i].hi >= ext)
+            bad("tensor '" + decl.name + "' index " + std::to_string(i) + " may range over [" +
+                std::to_string(u.index[i].lo) + ", " + std::to_string(u.index[i].hi) + "], outside its extent [0, " +
+                std::to_string(ext) + ") at this launch");
+        }
+      }
+    }
+  }
+
+  // The closed-form kv range holds while the mask's i32 arithmetic cannot wrap.
+  p.range_ok = 1;
+  if (range) {
+    dsl::SymbolValues sv;
+    sv.seq_q = a.seq_q;
+    sv.seq_kv = a.seq_kv;
+    for (const auto& v : values) sv.params.emplace_back(v);
+    p.range_ok = dsl::kv_range_may_overflow(*range, sv, &spec.tensors) ? 0 : 1;
+  }
+
+  out.slots.assign(kParamCount + out.extra.size(), nullptr);
+  forward_param_slots(p, out.slots.data());
+  for (size_t i = 0; i < out.extra.size(); ++i) out.slots[kParamCount + i] = &out.extra[i];
 }
 
 }  // namespace flashjit::rt

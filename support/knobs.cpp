@@ -19,6 +19,8 @@ namespace flashjit::knob {
     "replace a stage's output with DIR/<kernel-key>/<stage>.* when that file exists (debugging)")  \
   X("FLASHJIT_CACHE_DIR", "path", "", "",                                                          \
     "root of the on-disk caches; default $XDG_CACHE_HOME/flashjit, else ~/.cache/flashjit")       \
+  X("FLASHJIT_CACHE_MAX_BYTES", "string", "1GiB", "",                                              \
+    "bound of the compiled-kernel cache; bytes or K/M/G/T (binary); least recently used evicted")   \
   X("FLASHJIT_AUTOTUNE", "enum", "off", "off|quick|full",                                          \
     "autotuning mode; only 'off' (the heuristic table) exists until the autotuner lands")
 

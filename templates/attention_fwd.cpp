@@ -6,8 +6,10 @@
 // straight into A fragments (the C and A layouts line up pairwise), never through memory. The
 // online softmax works in the exp2 domain with the scale folded into one FFMA per score; rows
 // whose keys are all masked keep m = −inf, and "use 0 as the max" keeps 2^(s − m) at 0 instead of
-// NaN; the epilogue writes O = 0, LSE = −inf for them. Tiles wholly below the causal diagonal and
-// inside seq_kv run without mask code.
+// NaN; the epilogue writes O = 0, LSE = −inf for them. The DSL mask decides the key tiles: its
+// closed-form kv range (templates/kv_bounds.cpp) gives, per query tile, the tiles to visit —
+// the rest are never loaded — and the tiles that need no mask code; in the others the mask
+// expression runs per element. A score modifier runs on scale·qkᵀ before the softmax.
 #include "templates/attention_fwd.hpp"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -16,10 +18,12 @@
 #include <cmath>
 #include <vector>
 
+#include "compiler/lower_expr.hpp"
 #include "compiler/tile/emitter.hpp"
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/mma.hpp"
 #include "templates/forward_abi.hpp"
+#include "templates/kv_bounds.hpp"
 
 namespace flashjit {
 
@@ -38,6 +42,11 @@ llvm::Function* declare_kernel(llvm::Module& m, const ForwardPlan& plan) {
   for (int i = 0; i < 12; ++i) params[kParamStrides + i] = llvm::Type::getInt64Ty(ctx);
   params[kParamSeqQ] = params[kParamSeqKv] = params[kParamGroup] = llvm::Type::getInt32Ty(ctx);
   params[kParamScaleLog2] = llvm::Type::getFloatTy(ctx);
+  params[kParamRangeOk] = llvm::Type::getInt32Ty(ctx);
+  // The spec's params, then its tensors, by slot (runtime/launch.cpp packs them in this order).
+  for (const dsl::Param& p : plan.dsl.params)
+    params.push_back(p.type == dsl::Type::F32 ? llvm::Type::getFloatTy(ctx) : llvm::Type::getInt32Ty(ctx));
+  for (size_t t = 0; t < plan.dsl.tensors.size(); ++t) params.push_back(gptr);
   auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
   auto* fn = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, plan.entry, m);
   fn->setCallingConv(llvm::CallingConv::PTX_Kernel);
@@ -54,6 +63,10 @@ llvm::Function* declare_kernel(llvm::Module& m, const ForwardPlan& plan) {
                                           llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, 1))}));
   ann->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, "maxntidx"),
                                           llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, plan.threads))}));
+  // .minnctapersm 1: without it ptxas may cap registers to fit more CTAs and spill (seen on
+  // sm_90a with ptxas 13.0: 168 registers and 16 B of spills vs 186 and none with it).
+  ann->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, "minctasm"),
+                                          llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, 1))}));
   return fn;
 }
 
@@ -122,7 +135,8 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
 
   const int d_qk = plan.spec.head_dim_qk, d_v = plan.spec.head_dim_v;
   const int BM = plan.config.block_m, BN = plan.config.block_n, S = plan.config.num_stages;
-  const int NT = BN / 8, OT = 2 * plan.v_pairs;
+  // Output n-tiles of 8 columns: pairs load with ldmatrix.x4, an odd last one with .x2.
+  const int NT = BN / 8, OT = (d_v + 7) / 8;
   const DType dt = plan.spec.dtype;
   auto arg = [&](int i) -> Value* { return fn->getArg(i); };
   Value* strides[4][3];
@@ -162,18 +176,58 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   };
 
   Value* q_start = B.CreateMul(q_tile, e.c32(BM));
-  // Keys this CTA can see: top-left causal (q >= kv) ends at the tile's last row.
-  Value* kv_end = seq_kv;
-  if (plan.causal) kv_end = B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, seq_kv, B.CreateAdd(q_start, e.c32(BM)));
-  Value* n_tiles = B.CreateSDiv(B.CreateAdd(kv_end, e.c32(BN - 1)), e.c32(BN));
-  // Tiles ending at or before full_end need no per-element mask: every key is < seq_kv and,
-  // for causal, <= the CTA's first row.
-  Value* full_end = seq_kv;
-  if (plan.causal) full_end = B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, seq_kv, B.CreateAdd(q_start, e.c32(1)));
+  Value* q_last = B.CreateSub(B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, seq_q, B.CreateAdd(q_start, e.c32(BM))), e.c32(1));
 
+  // What the mask and score may read: builtins, params (kernel arguments after the fixed ABI)
+  // and tensors with their launch extents.
+  ExprInputs ex;
+  ex.b = batch;
+  ex.h = head;
+  ex.h_kv = head_kv;
+  ex.seq_q = seq_q;
+  ex.seq_kv = seq_kv;
+  Value* heads_q = B.CreateCall(llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
+  Value* batches = B.CreateCall(llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z));
+  int extra = kParamCount;
+  for (size_t i = 0; i < plan.dsl.params.size(); ++i) ex.params.push_back(arg(extra++));
+  for (const dsl::TensorDecl& t : plan.dsl.tensors) {
+    ExprInputs::TensorArg ta;
+    ta.ptr = arg(extra++);
+    ta.elem = t.elem;
+    for (const dsl::Extent& d : t.dims) {
+      using K = dsl::Extent::Kind;
+      switch (d.kind) {
+        case K::Batch: ta.extents.push_back(batches); break;
+        case K::HeadsQ: ta.extents.push_back(heads_q); break;
+        case K::HeadsKv: ta.extents.push_back(B.CreateUDiv(heads_q, arg(kParamGroup))); break;
+        case K::SeqQ: ta.extents.push_back(seq_q); break;
+        case K::SeqKv: ta.extents.push_back(seq_kv); break;
+        case K::Fixed: ta.extents.push_back(e.c32(static_cast<int>(d.size))); break;
+      }
+    }
+    ex.tensors.push_back(ta);
+  }
+
+  // Keys to visit and keys needing no mask, from the mask's closed form (never a block mask).
+  KvBoundsInputs kb;
+  kb.q_first = q_start;
+  kb.q_last = q_last;
+  kb.b = batch;
+  kb.h = head;
+  kb.h_kv = head_kv;
+  kb.seq_q = seq_q;
+  kb.seq_kv = seq_kv;
+  kb.params = ex.params;
+  kb.range_ok = B.CreateICmpNE(arg(kParamRangeOk), zero);
+  KvBounds bounds = emit_kv_bounds(e, plan.mask ? &plan.kv_range : nullptr, kb);
+  Value* first_tile = B.CreateSDiv(bounds.visit_lo, e.c32(BN));
+  Value* end_tile = B.CreateSDiv(B.CreateAdd(bounds.visit_hi, e.c32(BN - 1)), e.c32(BN));
+  Value* n_tiles = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(end_tile, first_tile), zero);
+
+  // Tile i of the loop covers keys [(first_tile + i)·BN, +BN) and lives in stage i % S.
   auto issue_kv = [&](Value* j) {
     Value* stage = B.CreateURem(j, e.c32(S));
-    Value* n0 = B.CreateMul(j, e.c32(BN));
+    Value* n0 = B.CreateMul(B.CreateAdd(first_tile, j), e.c32(BN));
     copy_tile(e, k_stage(stage), k_base, strides[1][1], n0, seq_kv, BN, d_qk, plan.threads, tid);
     copy_tile(e, v_stage(stage), v_base, strides[2][1], n0, seq_kv, BN, d_v, plan.threads, tid);
   };
@@ -225,7 +279,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
     tile::sync_threads(e);
     Value* stage = B.CreateURem(j, e.c32(S));
     SmemTile ks = k_stage(stage), vs = v_stage(stage);
-    Value* n0 = B.CreateMul(j, e.c32(BN));
+    Value* n0 = B.CreateMul(B.CreateAdd(first_tile, j), e.c32(BN));
 
     // S = Q Kᵀ.
     std::vector<Acc4> s(NT, Acc4{e.cf(0.f), e.cf(0.f), e.cf(0.f), e.cf(0.f)});
@@ -238,16 +292,46 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
         s[2 * nt2 + 1] = tile::mma_16816(e, dt, qa, kb[2], kb[3], s[2 * nt2 + 1]);
       }
     }
+    // Element (nt, i) of this thread: key n0 + 8·nt + 2·t4 + (i & 1), row g + 8·(i >> 1).
+    auto key_of = [&](int nt, int i) { return B.CreateAdd(n0, B.CreateAdd(e.c32(nt * 8 + (i & 1)), B.CreateShl(t4, 1))); };
+    auto row_of = [&](int i) { return B.CreateAdd(row_g, e.c32(8 * (i >> 1))); };
+    // Expressions read q and kv clamped into range, so rows past seq_q and keys past seq_kv
+    // (masked anyway) never index a tensor out of bounds.
+    Value* last_q = B.CreateSub(seq_q, e.c32(1));
+    Value* last_kv = B.CreateSub(seq_kv, e.c32(1));
+    auto clamp = [&](Value* x, Value* hi) { return B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, hi); };
+
+    // Score modifier on scale·qkᵀ; its result goes to the exp2 domain (× log2 e) here, so
+    // the softmax below multiplies by 1 instead of scale·log2 e.
+    Value* multiplier = scale_log2;
+    if (plan.score) {
+      Value* scale = B.CreateFMul(scale_log2, e.cf(static_cast<float>(M_LN2)));
+      for (int nt = 0; nt < NT; ++nt)
+        for (int i = 0; i < 4; ++i) {
+          ExprInputs at = ex;
+          at.q = clamp(row_of(i), last_q);
+          at.kv = clamp(key_of(nt, i), last_kv);
+          at.score = B.CreateFMul(s[nt][i], scale);
+          s[nt][i] = B.CreateFMul(lower_expr(e, *plan.score, at), e.cf(static_cast<float>(M_LOG2E)));
+        }
+      multiplier = e.cf(1.f);
+    }
     for (int nt = 0; nt < NT; ++nt)
       for (int i = 0; i < 4; ++i) B.CreateStore(s[nt][i], sacc[nt][i]);
 
-    // Mask only tiles that cross seq_kv or the causal diagonal.
-    e.when(B.CreateICmpSGT(B.CreateAdd(n0, e.c32(BN)), full_end), "mask", [&] {
+    // The mask runs only in tiles that are not wholly inside [full_lo, full_hi).
+    Value* full = B.CreateAnd(B.CreateICmpSGE(n0, bounds.full_lo), B.CreateICmpSLE(B.CreateAdd(n0, e.c32(BN)), bounds.full_hi));
+    e.when(B.CreateNot(full), "mask", [&] {
       for (int nt = 0; nt < NT; ++nt)
         for (int i = 0; i < 4; ++i) {
-          Value* key = B.CreateAdd(n0, B.CreateAdd(e.c32(nt * 8 + (i & 1)), B.CreateShl(t4, 1)));
+          Value* key = key_of(nt, i);
           Value* visible = B.CreateICmpSLT(key, seq_kv);
-          if (plan.causal) visible = B.CreateAnd(visible, B.CreateICmpSLE(key, B.CreateAdd(row_g, e.c32(8 * (i >> 1)))));
+          if (plan.mask) {
+            ExprInputs at = ex;
+            at.q = clamp(row_of(i), last_q);
+            at.kv = clamp(key, last_kv);
+            visible = B.CreateAnd(visible, lower_expr(e, *plan.mask, at));
+          }
           B.CreateStore(B.CreateSelect(visible, B.CreateLoad(e.f32(), sacc[nt][i]), e.neg_inf()), sacc[nt][i]);
         }
     });
@@ -261,13 +345,13 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
       Value* m_old = B.CreateLoad(e.f32(), m[r]);
       Value* m_new = B.CreateMaxNum(m_old, quad_max(e, mx));
       Value* m_use = B.CreateSelect(B.CreateFCmpOEQ(m_new, e.neg_inf()), e.cf(0.f), m_new);
-      Value* neg_ms = B.CreateFNeg(B.CreateFMul(m_use, scale_log2));
-      Value* alpha = tile::exp2_fast(e, B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {m_old, scale_log2, neg_ms}));
+      Value* neg_ms = B.CreateFNeg(B.CreateFMul(m_use, multiplier));
+      Value* alpha = tile::exp2_fast(e, B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {m_old, multiplier, neg_ms}));
       Value* sum = e.cf(0.f);
       for (int nt = 0; nt < NT; ++nt)
         for (int c = 0; c < 2; ++c) {
           Value*& x = s[nt][2 * r + c];
-          x = tile::exp2_fast(e, B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {x, scale_log2, neg_ms}));
+          x = tile::exp2_fast(e, B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {x, multiplier, neg_ms}));
           sum = B.CreateFAdd(sum, x);
         }
       B.CreateStore(m_new, m[r]);
@@ -286,11 +370,15 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
       const Acc4& hi = s[2 * kc + 1];
       Frag4 pa = {tile::pack_pair_rn(e, lo[0], lo[1], dt), tile::pack_pair_rn(e, lo[2], lo[3], dt),
                   tile::pack_pair_rn(e, hi[0], hi[1], dt), tile::pack_pair_rn(e, hi[2], hi[3], dt)};
-      for (int vp = 0; vp < plan.v_pairs; ++vp) {
-        Value* row = B.CreateAdd(e.c32(16 * kc), v_row);
+      Value* row = B.CreateAdd(e.c32(16 * kc), v_row);
+      for (int vp = 0; vp < OT / 2; ++vp) {
         Frag4 vb = tile::ldmatrix_x4(e, vs.at(e, row, B.CreateAdd(e.c32(2 * vp), bit4)), true);
         oacc[2 * vp] = tile::mma_16816(e, dt, pa, vb[0], vb[1], oacc[2 * vp]);
         oacc[2 * vp + 1] = tile::mma_16816(e, dt, pa, vb[2], vb[3], oacc[2 * vp + 1]);
+      }
+      if (OT % 2) {
+        auto vb = tile::ldmatrix_x2(e, vs.at(e, row, e.c32(OT - 1)), true);
+        oacc[OT - 1] = tile::mma_16816(e, dt, pa, vb[0], vb[1], oacc[OT - 1]);
       }
     }
     for (int ot = 0; ot < OT; ++ot)
@@ -299,7 +387,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   });
   tile::cp_async_wait(e, 0);
 
-  // Epilogue: O = acc / l, LSE = ln Σ e^{s·scale} = (m·scale·log2 e + log2 l)·ln 2; masked rows → 0, −inf.
+  // Epilogue: O = acc / l, LSE = ln Σ e^{score} = (m·multiplier + log2 l)·ln 2; masked rows → 0, −inf.
   Value* lse_ptr = arg(kParamLse);
   for (int r = 0; r < 2; ++r) {
     Value* row = B.CreateAdd(row_g, e.c32(8 * r));
@@ -310,7 +398,6 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
       Value* inv = B.CreateSelect(any, B.CreateFDiv(e.cf(1.f), lsum), e.cf(0.f));
       Value* row_ptr = B.CreateGEP(B.getInt16Ty(), o_base, B.CreateMul(B.CreateSExt(row, e.i64()), strides[3][1]));
       for (int ot = 0; ot < OT; ++ot) {
-        if (ot * 8 >= d_v) continue;  // the padding half of the last 16-wide pair
         Value* x = B.CreateFMul(B.CreateLoad(e.f32(), o[ot][2 * r]), inv);
         Value* y = B.CreateFMul(B.CreateLoad(e.f32(), o[ot][2 * r + 1]), inv);
         Value* col = B.CreateAdd(e.c32(ot * 8), B.CreateShl(t4, 1));
@@ -318,11 +405,10 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
       }
       Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e.ctx, 1)));
       e.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4, zero)), "store.lse", [&] {
-        Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, scale_log2), tile::log2_fast(e, lsum));
+        Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, plan.score ? e.cf(1.f) : scale_log2), tile::log2_fast(e, lsum));
         Value* lse = B.CreateSelect(any, B.CreateFMul(log2_sum, e.cf(static_cast<float>(M_LN2))), e.neg_inf());
         // LSE is [batch, heads_q, seq_q]: index ((b·H + h)·S + q) with H = gridDim.y.
-        Value* heads = B.CreateCall(llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
-        Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(batch, e.i64()), B.CreateZExt(heads, e.i64())),
+        Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(batch, e.i64()), B.CreateZExt(heads_q, e.i64())),
                                  B.CreateZExt(head, e.i64()));
         idx = B.CreateAdd(B.CreateMul(idx, B.CreateSExt(seq_q, e.i64())), B.CreateSExt(row, e.i64()));
         B.CreateStore(lse, B.CreateGEP(e.f32(), lse_ptr, idx));

@@ -18,14 +18,17 @@ struct ForwardParams {
   int32_t seq_q, seq_kv;
   int32_t group;       // heads_q / heads_kv
   float scale_log2;    // softmax scale × log2(e): the kernel works in the exp2 domain
+  int32_t range_ok;    // 0: the mask's closed-form kv range may wrap i32 here: visit every key
 };
+// After these come the spec's params (i32 or f32, by slot) and its tensors (global pointers,
+// by slot): see runtime/launch.cpp.
 
 // Parameter indices, in the order the kernel declares them (pointers, then 12 strides, then scalars).
 enum ForwardParam : int {
   kParamQ = 0, kParamK, kParamV, kParamO, kParamLse,
   kParamStrides,               // 12 × i64: q(b,s,h), k(b,s,h), v(b,s,h), o(b,s,h)
   kParamSeqQ = kParamStrides + 12,
-  kParamSeqKv, kParamGroup, kParamScaleLog2,
+  kParamSeqKv, kParamGroup, kParamScaleLog2, kParamRangeOk,
   kParamCount
 };
 
@@ -43,6 +46,7 @@ inline void forward_param_slots(ForwardParams& p, void* slots[kParamCount]) {
   slots[kParamSeqKv] = &p.seq_kv;
   slots[kParamGroup] = &p.group;
   slots[kParamScaleLog2] = &p.scale_log2;
+  slots[kParamRangeOk] = &p.range_ok;
 }
 
 }  // namespace flashjit

@@ -1,5 +1,8 @@
 #include "templates/forward_plan.hpp"
 
+#include "compiler/dsl/desugar.hpp"
+#include "compiler/spec_bridge.hpp"
+
 #include <algorithm>
 #include <sstream>
 
@@ -38,13 +41,17 @@ TileConfig heuristic_config(const AttentionSpec& spec, std::string* reason) {
 
 ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const std::string& reason,
                          const std::string& arch) {
-  spec.validate();
   ForwardPlan p;
+  p.dsl = to_dsl(spec);
   p.spec = spec;
   p.config = c;
   p.config_reason = reason;
   p.arch = arch;
-  p.causal = spec.mask == "causal";
+  if (p.dsl.mask) {
+    p.mask = dsl::desugar(p.dsl.mask, &p.dsl.tensors);
+    p.kv_range = dsl::derive_kv_range(p.dsl.mask, &p.dsl.tensors);
+  }
+  if (p.dsl.score) p.score = dsl::desugar(p.dsl.score, &p.dsl.tensors);
   if (c.num_warps != 1 && c.num_warps != 2 && c.num_warps != 4 && c.num_warps != 8)
     reject(c, "num_warps must be 1, 2, 4 or 8 (a CTA of at most 256 threads)");
   if (c.block_m != 16 * c.num_warps)
@@ -57,7 +64,6 @@ ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const s
   p.d_qk_pad = (spec.head_dim_qk + 63) / 64 * 64;
   p.d_v_pad = (spec.head_dim_v + 63) / 64 * 64;
   p.k_steps = (spec.head_dim_qk + 15) / 16;
-  p.v_pairs = (spec.head_dim_v + 15) / 16;
   p.q_in_registers = spec.head_dim_qk <= 128;
   ForwardSmem& m = p.smem;
   m.k_stage = c.block_n * p.d_qk_pad * 2;
@@ -77,7 +83,9 @@ std::string ForwardPlan::describe() const {
   std::ostringstream s;
   s << "attention_fwd/mma16816 " << (spec.dtype == DType::f16 ? "fp16" : "bf16") << " d=" << spec.head_dim_qk;
   if (spec.head_dim_v != spec.head_dim_qk) s << "/" << spec.head_dim_v;
-  s << " mask=" << spec.mask << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";
+  s << " mask=" << (mask ? spec.mask : "none");
+  if (score) s << " score=" << spec.score;
+  s << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";
   return s.str();
 }
 

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "compiler/dsl/kv_range.hpp"
+#include "compiler/dsl/spec.hpp"
 #include "flashjit/flashjit.hpp"
 
 namespace flashjit {
@@ -24,11 +26,13 @@ struct ForwardPlan {
   TileConfig config;
   std::string config_reason;
   std::string arch;
-  bool causal = false;
+  dsl::Spec dsl;                  // the validated spec (params and tensors by slot)
+  dsl::ExprPtr mask;              // desugared (shorthands expanded); null = every key visible
+  dsl::ExprPtr score;             // desugared; null = identity
+  dsl::KvRange kv_range;          // closed-form kv bounds of `mask` (when mask is set)
   int threads = 0;
   int d_qk_pad = 0, d_v_pad = 0;  // shared-memory row widths (elements)
   int k_steps = 0;                // ceil(d_qk / 16): mma k-steps of S = QKᵀ
-  int v_pairs = 0;                // ceil(d_v / 16): pairs of 8-wide output n-tiles
   bool q_in_registers = false;    // Q fragments loaded once (d_qk ≤ 128) or re-read per tile
   ForwardSmem smem;
   int shared_bytes = 0;

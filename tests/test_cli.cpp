@@ -47,7 +47,7 @@ TEST_CASE("cli: compile emits PTX or LLVM IR, and bad specs exit 2 naming the pr
   CHECK_THAT(ll.output, Catch::Contains("define ptx_kernel void @flashjit_fwd_"));
   auto bad = test::run_command(kCli + " compile " + write(d, "b.yaml", "dtype: bf16\nhead_dim: 100\n"));
   CHECK(bad.code == 2);
-  CHECK_THAT(bad.output, Catch::Contains("b.yaml") && Catch::Contains("head_dim.qk 100 is not supported"));
+  CHECK_THAT(bad.output, Catch::Contains("b.yaml:2:11") && Catch::Contains("100 is not a multiple of 8"));
   auto missing = test::run_command(kCli + " compile " + d.path + "/nope.yaml");
   CHECK(missing.code == 2);
   CHECK_THAT(missing.output, Catch::Contains("cannot read spec file"));
@@ -56,7 +56,7 @@ TEST_CASE("cli: compile emits PTX or LLVM IR, and bad specs exit 2 naming the pr
   CHECK_THAT(cfg.output, Catch::Contains("num_stages must be 1 to 4"));
 }
 
-TEST_CASE("cli: a failed compile never overwrites the -o file; a good one replaces it", "[cli]") {
+TEST_CASE("cli: a failed compile never overwrites the -o file and a good one replaces it", "[cli]") {
   test::TempDir d;
   std::string out = write(d, "precious.ptx", "user data\n");
   auto r = test::run_command(kCli + " compile " + write(d, "b.yaml", "dtype: fp8\n") + " -o " + out);
@@ -84,4 +84,17 @@ TEST_CASE("cli: info and run say plainly whether a GPU is there (exit 69 when no
   auto run = test::run_command(kCli + " run");
   CHECK(run.code == 69);
   CHECK_THAT(run.output, Catch::Contains("compiled ") && Catch::Contains("PTX ") && Catch::Contains("nothing ran"));
+}
+
+TEST_CASE("cli: check prints canonical specs and exits 2 on errors with line:col", "[cli]") {
+  test::TempDir d;
+  std::string good = write(d, "g.yaml", "dtype: bf16\nhead_dim: 64\nmask: \"q>=kv\"\n");
+  auto ok = test::run_command(kCli + " check " + good);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.output, Catch::Contains("mask: \"q >= kv\""));
+  auto bad = test::run_command(kCli + " check " + write(d, "b.yaml", "dtype: bf16\nhead_dim: 64\nmask: \"q >= kvv\"\n"));
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("b.yaml:3:") && Catch::Contains("kvv"));
+  auto expr = test::run_command(kCli + " check --expr \"causal && q - kv < 128\"");
+  CHECK(expr.code == 0);
 }

@@ -184,3 +184,54 @@ TEST_CASE("codegen: LLVM failures become flashjit errors and never kill the proc
   std::ofstream(dir.path + "/" + plain.key + "/llvm-ir.ll") << "define void @f( {\n";
   CHECK_THROWS_WITH(compile_to_ptx(s, o), Catch::Contains("llvm-ir.ll:2:0: expected type"));
 }
+
+TEST_CASE("codegen: issue-4 masks and scores and head dims assemble with tensor cores and no spills", "[codegen][ptxas]") {
+  const std::string ptxas = ptxas_path();
+  struct V {
+    std::string mask, score;
+    std::vector<ParamDecl> params;
+    std::vector<TensorDecl> tensors;
+  };
+  const std::vector<V> variants = {
+      {"none", "score"},
+      {"causal", "score"},
+      {"causal_br", "score"},
+      {"window(256, 0)", "score"},
+      {"prefix(n) || causal", "score", {{"n", ScalarType::i32, 100}}},
+      {"document(doc)", "score", {}, {{"doc", ScalarType::i32, {"seq_kv"}}}},
+      {"none", "softcap * tanh(score / softcap)", {{"softcap", ScalarType::f32, 30}}},
+      {"causal", "score - slope[h] * abs(q - kv)", {}, {{"slope", ScalarType::f32, {"heads_q"}}}},
+  };
+  std::vector<AttentionSpec> specs;
+  for (const V& v : variants)
+    for (DType dt : {DType::f16, DType::bf16}) {
+      AttentionSpec s = make(dt, 128, v.mask);
+      s.score = v.score;
+      s.params = v.params;
+      s.tensors = v.tensors;
+      specs.push_back(s);
+    }
+  const std::pair<int, int> dims[] = {{64, 64}, {72, 72}, {80, 80}, {96, 96}, {160, 160}, {192, 192}, {256, 256}, {192, 128}};
+  for (auto [d, dv] : dims)
+    for (size_t i : {size_t(1), size_t(5), size_t(6)}) {
+      AttentionSpec s = make(DType::bf16, d, variants[i].mask, dv);
+      s.score = variants[i].score;
+      s.params = variants[i].params;
+      s.tensors = variants[i].tensors;
+      specs.push_back(s);
+    }
+  test::TempDir dir;
+  for (const AttentionSpec& s : specs) {
+    CompiledKernel k = compile_to_ptx(s);
+    INFO(s.canonical() << k.description);
+    CHECK_THAT(k.ptx, Catch::Contains("mma.sync.aligned.m16n8k16") && Catch::Contains("ldmatrix.sync.aligned") &&
+                          Catch::Contains("cp.async.cg.shared.global"));
+    if (ptxas.empty()) continue;
+    std::string path = dir.path + "/" + k.key + ".ptx";
+    std::ofstream(path) << k.ptx;
+    auto r = test::run_command("'" + ptxas + "' -v -arch=sm_90a -o " + path + ".cubin " + path);
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK_THAT(r.output, Catch::Contains("0 bytes spill stores, 0 bytes spill loads"));
+  }
+}

@@ -26,11 +26,11 @@ namespace {
 Problem tiny(const std::string& mask) {
   // One head, d = 8, two queries, two keys: small enough to compute by hand.
   Problem p;
-  p.dtype = DType::f16;
-  p.mask = mask;
+  p.spec.dtype = DType::f16;
+  p.spec.mask = mask;
+  p.spec.head_dim_qk = p.spec.head_dim_v = 8;
   p.seq_q = 2;
   p.seq_kv = 2;
-  p.d_qk = p.d_v = 8;
   p.scale = 1.0f;
   auto bits = [](std::vector<float> v) {
     std::vector<uint16_t> out;
@@ -74,27 +74,27 @@ TEST_CASE("reference: a row with every key masked gives O = 0 and LSE = -inf", "
 
 TEST_CASE("reference: verify() passes a rounded exact answer and fails wrong, NaN or short outputs", "[reference]") {
   Problem p;
-  p.dtype = DType::bf16;
-  p.mask = "causal";
+  p.spec.dtype = DType::bf16;
+  p.spec.mask = "causal";
+  p.spec.head_dim_qk = p.spec.head_dim_v = 16;
   p.seq_q = 37;
   p.seq_kv = 53;
   p.heads_q = 2;
   p.heads_kv = 1;
-  p.d_qk = p.d_v = 16;
   std::mt19937 rng(7);
   std::normal_distribution<float> n;
   for (auto* t : {&p.q, &p.k, &p.v}) {
     size_t count = t == &p.q ? p.seq_q * p.heads_q * 16 : p.seq_kv * p.heads_kv * 16;
-    for (size_t i = 0; i < count; ++i) t->push_back(to_half_bits(n(rng), p.dtype));
+    for (size_t i = 0; i < count; ++i) t->push_back(to_half_bits(n(rng), p.dtype()));
   }
   auto ids = pick_rows(p, 1 << 20);
   REQUIRE(ids.size() == size_t(p.seq_q * p.heads_q));
   Rows truth = attention_fp64(p, ids);
-  std::vector<uint16_t> out(p.seq_q * p.heads_q * p.d_v);
+  std::vector<uint16_t> out(p.seq_q * p.heads_q * p.d_v());
   std::vector<float> lse(p.heads_q * p.seq_q);
   for (size_t r = 0; r < ids.size(); ++r) {
     for (int c = 0; c < 16; ++c)
-      out[(ids[r].q * p.heads_q + ids[r].h) * 16 + c] = to_half_bits(float(truth.o[r * 16 + c]), p.dtype);
+      out[(ids[r].q * p.heads_q + ids[r].h) * 16 + c] = to_half_bits(float(truth.o[r * 16 + c]), p.dtype());
     lse[ids[r].h * p.seq_q + ids[r].q] = float(truth.lse[r]);
   }
   Verdict good = verify(p, out, &lse);
@@ -103,7 +103,7 @@ TEST_CASE("reference: verify() passes a rounded exact answer and fails wrong, Na
   CHECK(good.baseline_err > 0);
 
   auto wrong = out;
-  wrong[5 * 16 + 3] = to_half_bits(from_half_bits(wrong[5 * 16 + 3], p.dtype) + 0.25f, p.dtype);
+  wrong[5 * 16 + 3] = to_half_bits(from_half_bits(wrong[5 * 16 + 3], p.dtype()) + 0.25f, p.dtype());
   CHECK_FALSE(verify(p, wrong, &lse).ok);
   auto nan = out;
   nan.back() = 0xFFFF;  // the poison value of an unwritten element
@@ -113,6 +113,32 @@ TEST_CASE("reference: verify() passes a rounded exact answer and fails wrong, Na
   auto bad_lse = lse;
   bad_lse[3] += 0.1f;
   CHECK_FALSE(verify(p, out, &bad_lse).ok);
+}
+
+TEST_CASE("reference: masks and scores go through the DSL interpreter", "[reference]") {
+  // window(1, 0) on the tiny problem: query 1 sees keys 0 and 1; prefix(1): every query sees key 0 only.
+  Problem p = tiny("prefix(1)");
+  Rows r = attention_fp64(p, {{0, 0, 1}});
+  for (int c = 0; c < 8; ++c) CHECK(r.o[c] == Approx(c + 1.0));
+  CHECK(r.lse[0] == Approx(0.0).margin(1e-12));  // q1·k0 = 0
+  // A score modifier that doubles the score: row 0's weights become e^4 : 1.
+  Problem s = tiny("none");
+  s.spec.score = "2.0 * score";
+  Rows rs = attention_fp64(s, {{0, 0, 0}});
+  const double w0 = std::exp(4.0) / (std::exp(4.0) + 1), w1 = 1 - w0;
+  CHECK(rs.o[0] == Approx(w0 - w1).epsilon(1e-6));
+  // Params take launch values over defaults; tensors are read by name.
+  Problem t = tiny("kv < n");
+  t.spec.params = {{"n", ScalarType::i32, 2}};
+  t.params = {{"n", 1}};
+  Rows rt = attention_fp64(t, {{0, 0, 1}});
+  CHECK(rt.o[0] == Approx(1.0));
+  Problem doc = tiny("document(d)");
+  doc.spec.tensors = {{"d", ScalarType::i32, {"seq_kv"}}};
+  doc.tensors = {{"d", {5, 6}, {}}};
+  Rows rd = attention_fp64(doc, {{0, 0, 1}});
+  CHECK(rd.o[0] == Approx(-1.0));  // query 1 is alone in document 6 with key 1
+  CHECK(visible_fraction(doc) == Approx(0.5));
 }
 
 TEST_CASE("reference: large problems are checked on a spread of rows including both ends", "[reference]") {

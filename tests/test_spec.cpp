@@ -1,5 +1,7 @@
-// The issue-2 spec subset: parsing, limits, canonical text, knobs.
+// The public AttentionSpec over the DSL front end: YAML and C++ agree, errors carry positions.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 
 #include "flashjit/flashjit.hpp"
 
@@ -20,43 +22,68 @@ std::string spec_error(const std::string& yaml) {
 
 }  // namespace
 
-TEST_CASE("spec: YAML subset parses dtype, head_dim and mask", "[spec]") {
-  AttentionSpec s = AttentionSpec::from_yaml("name: t\ndtype: fp16\nhead_dim: 64\nmask: causal\n");
+TEST_CASE("spec: YAML parses dtype, head dims, mask, score, params and tensors", "[spec]") {
+  AttentionSpec s = AttentionSpec::from_yaml(
+      "name: t\ndtype: fp16\nhead_dim: {qk: 192, v: 128}\nmask: \"causal && q - kv < window\"\n"
+      "score: \"score - slope[h] * abs(q - kv)\"\nparams:\n  window: {type: i32, default: 256}\n"
+      "tensors:\n  slope: {type: f32, dims: [heads_q]}\n");
   CHECK(s.dtype == DType::f16);
-  CHECK(s.head_dim_qk == 64);
-  CHECK(s.head_dim_v == 64);
-  CHECK(s.mask == "causal");
-  AttentionSpec g = AttentionSpec::from_yaml("dtype: bf16\nhead_dim: {qk: 192, v: 128}\n");
-  CHECK(g.head_dim_qk == 192);
-  CHECK(g.head_dim_v == 128);
-  CHECK(g.mask == "none");
+  CHECK(s.head_dim_qk == 192);
+  CHECK(s.head_dim_v == 128);
+  CHECK(s.mask == "causal && q - kv < window");
+  CHECK(s.score == "score - slope[h] * abs(q - kv)");
+  REQUIRE(s.params.size() == 1);
+  CHECK(s.params[0].name == "window");
+  CHECK(s.params[0].type == ScalarType::i32);
+  CHECK(s.params[0].default_value == 256);
+  REQUIRE(s.tensors.size() == 1);
+  CHECK(s.tensors[0].dims == std::vector<std::string>{"heads_q"});
+  AttentionSpec plain = AttentionSpec::from_yaml("dtype: bf16\nhead_dim: 64\n");
+  CHECK(plain.mask == "none");
+  CHECK(plain.score == "score");
 }
 
-TEST_CASE("spec: canonical text round-trips and ignores key order", "[spec]") {
-  AttentionSpec a = AttentionSpec::from_yaml("mask: causal\nhead_dim: 96\ndtype: fp16\n");
-  AttentionSpec b = AttentionSpec::from_yaml(a.canonical());
-  CHECK(a.canonical() == b.canonical());
-  CHECK(a.canonical() == "dtype: fp16\nhead_dim: 96\nmask: causal\n");
-  CHECK(default_spec().canonical() == "name: default\ndtype: bf16\nhead_dim: 128\nmask: causal\n");
+TEST_CASE("spec: a spec built in C++ has the same canonical text as its YAML", "[spec]") {
+  AttentionSpec yaml = AttentionSpec::from_yaml(
+      "dtype: bf16\nhead_dim: 128\nmask: \"causal && q - kv < window\"\nscore: \"softcap * tanh(score / softcap)\"\n"
+      "params:\n  window: {type: i32, default: 4096}\n  softcap: {type: f32, default: 30.0}\n");
+  AttentionSpec cpp;
+  cpp.dtype = DType::bf16;
+  cpp.head_dim_qk = cpp.head_dim_v = 128;
+  cpp.mask = "causal&&(q-kv)<window";  // spacing and parentheses do not matter
+  cpp.score = "softcap * tanh(score / softcap)";
+  cpp.params = {{"softcap", ScalarType::f32, 30.0}, {"window", ScalarType::i32, 4096}};
+  CHECK(cpp.canonical() == yaml.canonical());
+  CHECK(AttentionSpec::from_yaml(yaml.canonical()).canonical() == yaml.canonical());
+  CHECK_THAT(default_spec().canonical(), Catch::Contains("mask: \"causal\"") && Catch::Contains("head_dim: 128"));
 }
 
-TEST_CASE("spec: unsupported head dims name the value and the rule", "[spec]") {
-  for (int d : {0, 4, 100, 264, 512}) {
-    std::string msg = spec_error("dtype: bf16\nhead_dim: " + std::to_string(d) + "\n");
-    CHECK_THAT(msg, Catch::Contains(std::to_string(d)) && Catch::Contains("multiple of 8 from 8 to 256"));
-  }
-  CHECK_THAT(spec_error("head_dim: {qk: 64}\n"), Catch::Contains("needs both 'qk' and 'v'"));
-  CHECK_THAT(spec_error("head_dim: sixty\n"), Catch::Contains("t.yaml:1:11") && Catch::Contains("must be an integer"));
+TEST_CASE("spec: unsupported head dims and dtypes name the value and the rule with line:col", "[spec]") {
+  CHECK_THAT(spec_error("dtype: bf16\nhead_dim: 100\n"),
+             Catch::Contains("t.yaml:2:11") && Catch::Contains("100 is not a multiple of 8"));
+  CHECK_THAT(spec_error("dtype: bf16\nhead_dim: 264\n"), Catch::Contains("t.yaml:2:11") && Catch::Contains("264"));
+  CHECK_THAT(spec_error("dtype: bf16\nhead_dim: 4\n"), Catch::Contains("4 is too small"));
+  CHECK_THAT(spec_error("dtype: fp8\nhead_dim: 64\n"), Catch::Contains("t.yaml:1:8") && Catch::Contains("fp8"));
+  AttentionSpec bad;
+  bad.head_dim_qk = 100;
+  CHECK_THROWS_WITH(bad.validate(), Catch::Contains("100"));
 }
 
-TEST_CASE("spec: unsupported dtype, mask and keys are errors with line:col", "[spec]") {
-  CHECK_THAT(spec_error("dtype: fp8\n"), Catch::Contains("t.yaml:1:8") && Catch::Contains("'fp8'") &&
-                                             Catch::Contains("allowed: fp16, bf16"));
-  CHECK_THAT(spec_error("dtype: bf16\nmask: sliding\n"),
-             Catch::Contains("t.yaml:2:7") && Catch::Contains("'sliding'") && Catch::Contains("allowed: none, causal"));
-  CHECK_THAT(spec_error("dtype: bf16\nhead_dims: 64\n"), Catch::Contains("t.yaml:2:1") && Catch::Contains("unknown key 'head_dims'"));
-  CHECK_THAT(spec_error("dtype: [bf16\n"), Catch::Contains("YAML syntax error"));
-  CHECK_THAT(spec_error("- a\n- b\n"), Catch::Contains("must be a YAML mapping"));
+TEST_CASE("spec: bad expressions, keys and declarations are errors naming the problem", "[spec]") {
+  CHECK_THAT(spec_error("dtype: bf16\nhead_dim: 64\nmask: \"q >= kv +\"\n"), Catch::Contains("t.yaml:3:"));
+  CHECK_THAT(spec_error("dtype: bf16\nhead_dims: 64\n"), Catch::Contains("t.yaml:2:1") && Catch::Contains("head_dims"));
+  CHECK_THAT(spec_error("dtype: [bf16\n"), Catch::Contains("t.yaml"));
+  AttentionSpec s;
+  s.mask = "doc[q] == doc[kv]";
+  s.tensors = {{"doc", ScalarType::i32, {"sequence"}}};
+  CHECK_THROWS_WITH(s.validate(), Catch::Contains("dimension 'sequence' is not allowed"));
+  AttentionSpec p;
+  p.mask = "kv < n";
+  p.params = {{"n", ScalarType::i32, 2.5}};
+  CHECK_THROWS_WITH(p.validate(), Catch::Contains("param 'n'") && Catch::Contains("not an i32"));
+  AttentionSpec u;
+  u.mask = "kv < undeclared";
+  CHECK_THROWS_AS(u.validate(), Error);
 }
 
 TEST_CASE("knobs: one registry with every FLASHJIT_* variable documented", "[knobs]") {

@@ -1,4 +1,5 @@
 // `flashjit run [SPEC]`: compile, run on random inputs, verify against the fp64 reference, time.
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -13,12 +14,8 @@ namespace {
 
 // Forward FLOPs (DESIGN §9): 2·s_q·s_kv·(d_qk + d_v) per (batch, head), times the visible fraction.
 double forward_flops(const ref::Problem& p) {
-  double visible = double(p.seq_q) * double(p.seq_kv);
-  if (p.mask == "causal") {  // top-left: row q sees min(q + 1, seq_kv) keys
-    visible = 0;
-    for (int64_t q = 0; q < p.seq_q; ++q) visible += double(std::min<int64_t>(q + 1, p.seq_kv));
-  }
-  return 2.0 * visible * double(p.d_qk + p.d_v) * double(p.batch * p.heads_q);
+  return 2.0 * double(p.seq_q) * double(p.seq_kv) * ref::visible_fraction(p) * double(p.d_qk() + p.d_v()) *
+         double(p.batch * p.heads_q);
 }
 
 void fill_random(std::vector<uint16_t>& v, size_t n, DType dt, std::mt19937_64& rng) {
@@ -69,10 +66,7 @@ int cmd_run(int argc, char** argv) {
     return compile_only(spec, e);
   }
   ref::Problem p;
-  p.dtype = spec.dtype;
-  p.mask = spec.mask;
-  p.d_qk = spec.head_dim_qk;
-  p.d_v = spec.head_dim_v;
+  p.spec = spec;
   p.batch = a.get_int("--batch", 4);
   p.heads_q = a.get_int("--heads", std::max(1, 2048 / spec.head_dim_qk));
   p.heads_kv = a.get_int("--heads-kv", p.heads_q);
@@ -90,11 +84,22 @@ int cmd_run(int argc, char** argv) {
   const CompiledKernel& ck = kernel.compiled();
 
   std::mt19937_64 rng(static_cast<uint64_t>(a.get_int("--seed", 1)));
-  fill_random(p.q, p.batch * p.seq_q * p.heads_q * p.d_qk, p.dtype, rng);
-  fill_random(p.k, p.batch * p.seq_kv * p.heads_kv * p.d_qk, p.dtype, rng);
-  fill_random(p.v, p.batch * p.seq_kv * p.heads_kv * p.d_v, p.dtype, rng);
+  const int64_t d_qk = p.d_qk(), d_v = p.d_v();
+  fill_random(p.q, p.batch * p.seq_q * p.heads_q * d_qk, p.dtype(), rng);
+  fill_random(p.k, p.batch * p.seq_kv * p.heads_kv * d_qk, p.dtype(), rng);
+  fill_random(p.v, p.batch * p.seq_kv * p.heads_kv * d_v, p.dtype(), rng);
+  ref::fill_spec_tensors(p, rng());
+  std::vector<DeviceBuffer> tensor_buffers;
+  std::vector<BufferArg> buffer_args;
+  for (const ref::HostTensor& t : p.tensors) {
+    const bool i32 = !t.i32.empty() || t.f32.empty();
+    const size_t n = i32 ? t.i32.size() : t.f32.size();
+    tensor_buffers.push_back(rt->alloc(n * 4));
+    tensor_buffers.back().upload(i32 ? static_cast<const void*>(t.i32.data()) : t.f32.data(), n * 4);
+    buffer_args.push_back({t.name, tensor_buffers.back().data(), int64_t(n)});
+  }
   DeviceBuffer q = rt->alloc(p.q.size() * 2), k = rt->alloc(p.k.size() * 2), v = rt->alloc(p.v.size() * 2);
-  const size_t o_elems = p.batch * p.seq_q * p.heads_q * p.d_v;
+  const size_t o_elems = p.batch * p.seq_q * p.heads_q * d_v;
   DeviceBuffer o = rt->alloc(o_elems * 2), lse = rt->alloc(p.batch * p.heads_q * p.seq_q * 4);
   q.upload(p.q.data(), q.size());
   k.upload(p.k.data(), k.size());
@@ -107,11 +112,12 @@ int cmd_run(int argc, char** argv) {
   args.seq_kv = p.seq_kv;
   args.heads_q = p.heads_q;
   args.heads_kv = p.heads_kv;
-  args.q = bshd(q.data(), p.seq_q, p.heads_q, p.d_qk);
-  args.k = bshd(k.data(), p.seq_kv, p.heads_kv, p.d_qk);
-  args.v = bshd(v.data(), p.seq_kv, p.heads_kv, p.d_v);
-  args.o = bshd(o.data(), p.seq_q, p.heads_q, p.d_v);
+  args.q = bshd(q.data(), p.seq_q, p.heads_q, d_qk);
+  args.k = bshd(k.data(), p.seq_kv, p.heads_kv, d_qk);
+  args.v = bshd(v.data(), p.seq_kv, p.heads_kv, d_v);
+  args.o = bshd(o.data(), p.seq_q, p.heads_q, d_v);
   args.lse = static_cast<float*>(lse.data());
+  args.buffers = buffer_args;
   kernel.forward(args);
   rt->synchronize();
 
@@ -131,7 +137,7 @@ int cmd_run(int argc, char** argv) {
   std::cout << "device   " << rt->device().name << " (" << rt->device().arch() << ", " << rt->device().sm_count << " SMs)\n"
             << "spec     " << (spec.name.empty() ? "" : spec.name + ": ") << (spec.dtype == DType::f16 ? "fp16" : "bf16")
             << " d=" << spec.head_dim_qk << (spec.head_dim_v != spec.head_dim_qk ? "/" + std::to_string(spec.head_dim_v) : "")
-            << " mask=" << spec.mask << "\n"
+            << " mask=" << spec.mask << (spec.score != "score" ? " score=" + spec.score : "") << "\n"
             << "shape    batch " << p.batch << ", heads " << p.heads_q << "/" << p.heads_kv << ", seq_q " << p.seq_q
             << ", seq_kv " << p.seq_kv << "\n"
             << "kernel   " << ck.key << " " << ck.description << " (" << ck.config_reason << "), "

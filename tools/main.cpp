@@ -2,7 +2,9 @@
 #include <cstring>
 #include <iostream>
 
+#include "compiler/dsl/check_command.hpp"
 #include "tools/cli.hpp"
+#include "tools/cli_cache.hpp"
 
 namespace {
 
@@ -11,9 +13,11 @@ const char* kHelp =
     "\n"
     "commands:\n"
     "  info                      devices, driver, compute capability, LLVM/PTX versions, cache location\n"
+    "  check SPEC... | --expr E  parse and type-check specs or one expression; print the canonical form\n"
     "  compile SPEC              compile a spec to LLVM IR or PTX (--emit llvm|ptx, --arch, --config, -o)\n"
     "  run [SPEC]                compile, run on random inputs, verify against the fp64 reference, time it\n"
     "                            (no SPEC: the built-in default, bf16 d=128 causal)\n"
+    "  cache list|show|clear|export|import   the on-disk kernel and tuning caches\n"
     "\n"
     "`flashjit <command> --help` describes each. Exit codes: 0 ok, 1 failure, 2 usage or spec error,\n"
     "69 no GPU or driver, 70 internal error.\n";
@@ -34,8 +38,10 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   try {
     if (cmd == "info") return cmd_info(argc, argv);
+    if (cmd == "check") return flashjit::dsl::run_check_command(argc - 1, argv + 1, std::cout, std::cerr);
     if (cmd == "compile") return cmd_compile(argc, argv);
     if (cmd == "run") return cmd_run(argc, argv);
+    if (cmd == "cache") return cmd_cache(argc, argv);
     std::cerr << "flashjit: unknown command '" << cmd << "'\n\n" << kHelp;
     return kUsage;
   } catch (const flashjit::Error& e) {

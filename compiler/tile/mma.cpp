@@ -18,6 +18,15 @@ Frag4 ldmatrix_x4(Emitter& e, llvm::Value* ptr, bool trans) {
   return out;
 }
 
+std::array<llvm::Value*, 2> ldmatrix_x2(Emitter& e, llvm::Value* ptr, bool trans) {
+  auto id = trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16
+                  : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_b16;
+  llvm::Function* f = llvm::Intrinsic::isOverloaded(id) ? getDeclaration(&e.module, id, {ptr->getType()})
+                                                        : getDeclaration(&e.module, id);
+  llvm::Value* r = e.b.CreateCall(f, {ptr});
+  return {e.b.CreateExtractValue(r, 0), e.b.CreateExtractValue(r, 1)};
+}
+
 Acc4 mma_16816(Emitter& e, DType dtype, const Frag4& a, llvm::Value* b0, llvm::Value* b1, const Acc4& c) {
   llvm::Value* r;
   if (dtype == DType::bf16) {

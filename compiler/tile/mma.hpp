@@ -14,6 +14,8 @@ using Acc4 = std::array<llvm::Value*, 4>;   // four f32 accumulators of one m16n
 // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l supplies the row address of matrix
 // l / 8; register i of every lane holds its two elements of matrix i (PTX ISA §9.7.13.4.15).
 Frag4 ldmatrix_x4(Emitter& e, llvm::Value* smem_row_ptr, bool trans);
+// The .x2 form: lanes 0-15 supply the rows of two matrices; registers 0 and 1 hold them.
+std::array<llvm::Value*, 2> ldmatrix_x2(Emitter& e, llvm::Value* smem_row_ptr, bool trans);
 
 // D = A·B + C for one m16n8k16 tile with f32 accumulation; A is 4 b32, B is 2 b32 (PTX ISA
 // §9.7.13.4.8 for the fragment layouts: row = lane/4 (+8), column pair = 2·(lane%4)).

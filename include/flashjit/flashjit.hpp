@@ -42,21 +42,48 @@ class FLASHJIT_API Error : public std::runtime_error {
 // ---- the spec -----------------------------------------------------------------------------------
 
 enum class DType { f16, bf16 };
+enum class ScalarType { i32, f32 };
 
-// The attention variant. Until the DSL lands, `mask` is "none" or "causal" (top-left, q >= kv).
+// A runtime scalar read by the mask or score; its value is passed at launch (never recompiles).
+struct ParamDecl {
+  std::string name;
+  ScalarType type = ScalarType::f32;
+  double default_value = 0;
+};
+
+// A device tensor read by the mask or score as name[i, ...]: row-major, contiguous. Each dim is
+// one of "batch", "heads_q", "heads_kv", "seq_q", "seq_kv" or a fixed size such as "16".
+struct TensorDecl {
+  std::string name;
+  ScalarType type = ScalarType::i32;
+  std::vector<std::string> dims;
+};
+
+// Narrows (or widens) the autotune space; empty lists mean the defaults for the head dim.
+struct TuneSpace {
+  std::vector<int> block_m, block_n, num_warps, num_stages;
+};
+
+// The attention variant (DESIGN §3). `mask` is a bool expression of b, h, h_kv, q, kv, seq_q,
+// seq_kv, params and tensors ("none" = every key visible; shorthands causal, causal_br,
+// window(l, r), prefix(n), document(t)); `score` an f32 expression of `score` ("score" = identity).
 struct FLASHJIT_API AttentionSpec {
   std::string name;
   DType dtype = DType::bf16;
   int head_dim_qk = 128;
   int head_dim_v = 128;
   std::string mask = "none";
+  std::string score = "score";
+  std::vector<ParamDecl> params;
+  std::vector<TensorDecl> tensors;
+  TuneSpace tune;
 
-  // Parses the YAML subset `name`, `dtype`, `head_dim` (int or {qk, v}), `mask`; throws Error(spec)
-  // naming the key, the value and what is allowed. `filename` is used in messages only.
+  // Parses a YAML spec; throws Error(spec) listing every problem as file:line:col with a caret.
   static AttentionSpec from_yaml(std::string_view text, std::string_view filename = "<spec>");
-  // Throws Error(spec) when the spec asks for something flashjit cannot build.
+  // Throws Error(spec) when the spec is malformed or asks for something flashjit cannot build.
   void validate() const;
-  // Deterministic text used for cache keys and `flashjit check`.
+  // Deterministic YAML text (keys in a fixed order, expressions printed canonically): the
+  // same for a spec built in C++ and its YAML; caches hash it.
   std::string canonical() const;
 };
 
@@ -113,11 +140,26 @@ struct Tensor {
   int64_t stride[4] = {0, 0, 0, 1};
 };
 
+// A value for one of the spec's params; params not given take their default.
+struct ParamValue {
+  std::string name;
+  double value = 0;
+};
+
+// Device memory for one of the spec's tensors: `numel` elements of its declared type.
+struct BufferArg {
+  std::string name;
+  const void* data = nullptr;
+  int64_t numel = 0;
+};
+
 struct ForwardArgs {
   int64_t batch = 0, seq_q = 0, seq_kv = 0, heads_q = 0, heads_kv = 0;
   Tensor q, k, v, o;
   float* lse = nullptr;     // [batch, heads_q, seq_q] fp32, natural log; may be null
   float scale = 0.f;        // 0 → 1/sqrt(d_qk)
+  std::vector<ParamValue> params;
+  std::vector<BufferArg> buffers;  // one per spec tensor, all required
   void* stream = nullptr;   // CUstream; null = the legacy default stream
 };
 

@@ -13,15 +13,34 @@ FLASHJIT_API uint16_t to_half_bits(float x, DType dtype);
 FLASHJIT_API float from_half_bits(uint16_t bits, DType dtype);
 FLASHJIT_API float round_to(float x, DType dtype);
 
+// A spec tensor's contents on the host (row-major, as declared): i32 or f32 by its type.
+struct HostTensor {
+  std::string name;
+  std::vector<int32_t> i32;
+  std::vector<float> f32;
+};
+
 // Host tensors in BSHD layout, contiguous: [batch, seq, heads, dim].
 struct Problem {
-  DType dtype = DType::bf16;
-  std::string mask = "none";  // "none" | "causal" (top-left: q >= kv)
-  int64_t batch = 1, seq_q = 0, seq_kv = 0, heads_q = 1, heads_kv = 1, d_qk = 0, d_v = 0;
+  AttentionSpec spec;         // dtype, head dims, mask, score, params, tensors
+  int64_t batch = 1, seq_q = 0, seq_kv = 0, heads_q = 1, heads_kv = 1;
   float scale = 0.f;          // 0 → 1/sqrt(d_qk)
   std::vector<uint16_t> q, k, v;
+  std::vector<ParamValue> params;    // as passed at launch; the rest take their defaults
+  std::vector<HostTensor> tensors;   // one per spec tensor
   float effective_scale() const;
+  DType dtype() const { return spec.dtype; }
+  int64_t d_qk() const { return spec.head_dim_qk; }
+  int64_t d_v() const { return spec.head_dim_v; }
 };
+
+// Fills p.tensors for every spec tensor: i32 → non-decreasing segment ids along the last dim
+// (8 segments of random lengths, like packed documents); f32 → uniform [0, 1) (e.g. ALiBi slopes).
+FLASHJIT_API void fill_spec_tensors(Problem& p, uint64_t seed);
+
+// The fraction of (q, kv) pairs the mask leaves visible (for useful FLOPs): exact up to 2^22
+// pairs, else counted on evenly spaced rows; at b = h = 0.
+FLASHJIT_API double visible_fraction(const Problem& p);
 
 struct Rows {
   // Output rows, [n_rows, d_v], as double, and their natural-log LSE (-inf for fully masked rows).
@@ -33,11 +52,13 @@ struct Rows {
 struct RowId { int64_t b, h, q; };
 FLASHJIT_API std::vector<RowId> pick_rows(const Problem& p, int64_t max_rows);
 
-// fp64 softmax(scale·QKᵀ)V for the given rows. Fully masked rows give O = 0 and LSE = -inf.
+// fp64 softmax(score(scale·QKᵀ) masked)V for the given rows, the mask and score evaluated by the
+// DSL interpreter (the reference semantics). Fully masked rows give O = 0 and LSE = -inf.
 FLASHJIT_API Rows attention_fp64(const Problem& p, const std::vector<RowId>& rows);
 
 // What a plain same-dtype implementation computes: S = QKᵀ (fp32 accumulation) rounded to dtype,
-// softmax in fp32, P rounded to dtype, O = PV (fp32 accumulation) rounded to dtype. Its error
+// scaled and score-modified in dtype, softmax in fp32, P rounded to dtype, O = PV (fp32
+// accumulation) rounded to dtype. Its error
 // against fp64 is the yardstick of the FlashAttention numerics rule (DESIGN §8).
 FLASHJIT_API Rows attention_same_dtype(const Problem& p, const std::vector<RowId>& rows);
 

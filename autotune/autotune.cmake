@@ -1,0 +1,54 @@
+# The caches and the autotuner's search (issue 5): no LLVM, no CUDA; only yaml-cpp and support/.
+# Included by the top-level CMakeLists.txt, which links flashjit_autotune into libflashjit.so.
+#
+# flashjit_autotune is an OBJECT library, not a STATIC one: libflashjit.so links with
+# -Wl,--exclude-libs,ALL, which hides every symbol that comes from a static archive — including
+# the FLASHJIT_API functions the CLI calls (run_cache_command, parse_byte_size). Object files
+# linked directly keep their default visibility. `target_link_libraries(flashjit PRIVATE
+# flashjit_autotune)` links an object library's objects directly (CMake >= 3.12).
+
+set(FLASHJIT_AUTOTUNE_SOURCES
+  ${CMAKE_SOURCE_DIR}/autotune/sha256.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/durable_file.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/json_text.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/kernel_entry.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/compile_cache.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/tuning_key.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/tuning_yaml.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/tuning_cache.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/search.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/search_report.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/cache_command.cpp)
+
+if(NOT YAML_CPP_LIB)
+  find_library(YAML_CPP_LIB NAMES yaml-cpp REQUIRED)  # the shared one: Debian's .a is not PIC
+endif()
+
+add_library(flashjit_autotune OBJECT ${FLASHJIT_AUTOTUNE_SOURCES})
+set_target_properties(flashjit_autotune PROPERTIES POSITION_INDEPENDENT_CODE ON)
+target_include_directories(flashjit_autotune PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/include)
+# FLASHJIT_BUILDING turns FLASHJIT_API into visibility("default") for the functions the CLI uses.
+target_compile_definitions(flashjit_autotune PRIVATE FLASHJIT_BUILDING=1 _GNU_SOURCE)
+target_link_libraries(flashjit_autotune PUBLIC ${YAML_CPP_LIB})
+target_compile_options(flashjit_autotune PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
+
+# ---- tests ---------------------------------------------------------------------------------
+# libflashjit.so compiles support/*.cpp itself; the tests get their own copy so that they link
+# without the library (whose internal symbols are hidden) and without duplicate definitions.
+add_library(flashjit_support_for_tests STATIC
+  ${CMAKE_SOURCE_DIR}/support/text.cpp ${CMAKE_SOURCE_DIR}/support/knobs.cpp ${CMAKE_SOURCE_DIR}/support/log.cpp)
+target_include_directories(flashjit_support_for_tests PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/include)
+
+enable_testing()
+if(NOT TARGET Catch2::Catch2)
+  find_package(Catch2 2 REQUIRED)
+endif()
+find_package(Threads REQUIRED)
+include(Catch)
+file(GLOB FLASHJIT_AUTOTUNE_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/autotune/*.cpp)
+add_executable(flashjit_autotune_tests ${FLASHJIT_AUTOTUNE_TEST_SOURCES})
+target_link_libraries(flashjit_autotune_tests PRIVATE flashjit_autotune flashjit_support_for_tests Catch2::Catch2
+                      Threads::Threads)
+target_compile_options(flashjit_autotune_tests PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
+# "autotune." prefix: `ctest -R autotune` selects exactly these tests.
+catch_discover_tests(flashjit_autotune_tests TEST_PREFIX "autotune.")

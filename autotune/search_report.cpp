@@ -1,0 +1,103 @@
+// The autotuner's reports: the final ranking table (stderr) and the JSON form (--json).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+
+#include "autotune/json_text.hpp"
+#include "autotune/search.hpp"
+#include "autotune/tuning_key.hpp"
+
+namespace flashjit::autotune {
+
+void print_search_summary(std::ostream& out, const SearchResult& r) {
+  std::vector<const Candidate*> rows;
+  for (const Candidate& c : r.candidates)
+    if (c.status != Candidate::Status::not_selected) rows.push_back(&c);
+  // Measured first by median (failures are +inf), then pruned and skipped in enumeration order.
+  auto rank = [](const Candidate* c) {
+    switch (c->status) {
+      case Candidate::Status::measured:
+      case Candidate::Status::reused:
+      case Candidate::Status::failed: return 0;
+      case Candidate::Status::skipped: return 1;
+      default: return 2;
+    }
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const Candidate* a, const Candidate* b) {
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    return rank(a) == 0 && a->m.median_ms < b->m.median_ms;
+  });
+  char line[256];
+  std::snprintf(line, sizeof line, "autotune summary (%s, %.1f s)\n %4s  %-20s %10s %10s %10s  %s\n",
+                tune_mode_name(r.mode), r.elapsed_s, "rank", "config", "median ms", "p20 ms", "p80 ms", "note");
+  out << line;
+  int k = 0;
+  for (const Candidate* c : rows) {
+    const bool timed = c->m.ok && (c->status == Candidate::Status::measured || c->status == Candidate::Status::reused);
+    std::string pos = timed ? std::to_string(++k) : "-";
+    std::string note = c->status == Candidate::Status::measured ? "" : std::string(candidate_status_name(c->status));
+    if (!c->note.empty()) note += (note.empty() ? "" : ": ") + c->note;
+    if (timed)
+      std::snprintf(line, sizeof line, " %4s  %-20s %10.4f %10.4f %10.4f  ", pos.c_str(), config_name(c->config).c_str(),
+                    c->m.median_ms, c->m.p20_ms, c->m.p80_ms);
+    else
+      std::snprintf(line, sizeof line, " %4s  %-20s %10s %10s %10s  ", pos.c_str(), config_name(c->config).c_str(), "-",
+                    "-", "-");
+    out << line << note << "\n";
+  }
+  out << r.summary << "\n" << std::flush;
+}
+
+std::string search_result_json(const SearchResult& r) {
+  auto config = [](const TileConfig& c) {
+    return "{\"block_m\": " + std::to_string(c.block_m) + ", \"block_n\": " + std::to_string(c.block_n) +
+           ", \"num_warps\": " + std::to_string(c.num_warps) + ", \"num_stages\": " + std::to_string(c.num_stages) +
+           ", \"name\": " + json_quote(config_name(c)) + "}";
+  };
+  std::string j = "{\"mode\": " + json_quote(tune_mode_name(r.mode)) + ", \"best\": " + config(r.best) +
+                  ", \"measured\": " + (r.measured ? "true" : "false") +
+                  ", \"median_ms\": " + json_number(r.measured ? r.best_m.median_ms : NAN) +
+                  ", \"p20_ms\": " + json_number(r.measured ? r.best_m.p20_ms : NAN) +
+                  ", \"p80_ms\": " + json_number(r.measured ? r.best_m.p80_ms : NAN) +
+                  ", \"selected\": " + std::to_string(r.selected) + ", \"timed\": " + std::to_string(r.timed) +
+                  ", \"deadline_hit\": " + (r.deadline_hit ? "true" : "false") +
+                  ", \"elapsed_s\": " + json_number(r.elapsed_s) + ", \"summary\": " + json_quote(r.summary) +
+                  ", \"candidates\": [";
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const Candidate& c = r.candidates[i];
+    j += i ? ", " : "";
+    j += "{\"config\": " + config(c.config) + ", \"status\": " + json_quote(candidate_status_name(c.status)) +
+         ", \"median_ms\": " + json_number(c.m.ok ? c.m.median_ms : NAN) +
+         ", \"p20_ms\": " + json_number(c.m.ok ? c.m.p20_ms : NAN) +
+         ", \"p80_ms\": " + json_number(c.m.ok ? c.m.p80_ms : NAN) + ", \"binary_hash\": " + json_quote(c.m.binary_hash) +
+         ", \"note\": " + json_quote(c.note) + "}";
+  }
+  return j + "]}";
+}
+
+TuningEntry tuning_entry_from(const SearchResult& r, const std::string& spec_name) {
+  if (!r.measured)
+    throw Error(ErrorKind::internal, "internal error: an untimed search result was about to be cached as tuned "
+                                     "(a flashjit bug)");
+  TuningEntry e;
+  e.spec_name = spec_name;
+  e.best = r.best;
+  e.median_ms = r.best_m.median_ms;
+  e.p20_ms = r.best_m.p20_ms;
+  e.p80_ms = r.best_m.p80_ms;
+  e.mode = tune_mode_name(r.mode);
+  for (const Candidate& c : r.candidates) {
+    bool timed = c.status == Candidate::Status::measured || c.status == Candidate::Status::reused;
+    if (same_config(c.config, r.best) || !(timed || c.status == Candidate::Status::failed)) continue;
+    e.runners_up.push_back(TrialRecord{c.config, c.m.ok, c.m.ok ? c.m.median_ms : 0, c.m.ok ? "" : c.note});
+  }
+  // Fastest first; failures (not ok) last, in timing order.
+  std::stable_sort(e.runners_up.begin(), e.runners_up.end(), [](const TrialRecord& a, const TrialRecord& b) {
+    if (a.ok != b.ok) return a.ok;
+    return a.ok && a.median_ms < b.median_ms;
+  });
+  return e;
+}
+
+}  // namespace flashjit::autotune

@@ -1,0 +1,248 @@
+"""A thin ctypes wrapper of flashjit's C ABI (include/flashjit/flashjit.h) for torch tensors.
+
+    rt = Runtime(0)                      # after torch has initialised CUDA (same primary context)
+    kern = rt.compile(spec_yaml)         # raises FlashjitError (status FJ_ERR_SPEC, ...) on failure
+    kern.forward(q, k, v, o)             # views of shape [batch, seq, heads, dim], any strides
+    launch = kern.prepare(q, k, v, o)    # pre-built arguments: launch() costs one ctypes call
+
+Tensors are passed as data_ptr() and stride() in elements, viewed as [batch, seq, heads, dim]:
+for BHSD storage pass `x.transpose(1, 2)`. The launch goes on torch.cuda.current_stream() unless
+a stream is given. The library is found through $FLASHJIT_LIB (the .so or its folder), else
+.device/libflashjit.so, else build/libflashjit.so under the repository root.
+"""
+import ctypes
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+FJ_OK, FJ_ERROR, FJ_ERR_SPEC, FJ_ERR_USAGE, FJ_ERR_CUDA, FJ_ERR_NO_GPU, FJ_ERR_INTERNAL = 0, 1, 2, 3, 4, 69, 70
+STATUS_NAMES = {0: "FJ_OK", 1: "FJ_ERROR", 2: "FJ_ERR_SPEC", 3: "FJ_ERR_USAGE", 4: "FJ_ERR_CUDA",
+                69: "FJ_ERR_NO_GPU", 70: "FJ_ERR_INTERNAL"}
+
+
+class FlashjitError(RuntimeError):
+    def __init__(self, status, message, where=""):
+        self.status = status
+        self.status_name = STATUS_NAMES.get(status, f"status {status}")
+        self.message = message
+        self.where = where
+        super().__init__(f"{self.status_name}: {message}")
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("stride", ctypes.c_int64 * 4)]
+
+
+class Param(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_double)]
+
+
+class Buffer(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("numel", ctypes.c_int64)]
+
+
+class ForwardArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("batch", ctypes.c_int64), ("seq_q", ctypes.c_int64), ("seq_kv", ctypes.c_int64),
+                ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
+                ("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
+                ("lse", ctypes.c_void_p), ("scale", ctypes.c_float),
+                ("params", ctypes.POINTER(Param)), ("num_params", ctypes.c_int),
+                ("buffers", ctypes.POINTER(Buffer)), ("num_buffers", ctypes.c_int),
+                ("stream", ctypes.c_void_p)]
+
+
+class KernelInfo(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("key", ctypes.c_char_p), ("entry", ctypes.c_char_p), ("description", ctypes.c_char_p),
+                ("arch", ctypes.c_char_p), ("config_reason", ctypes.c_char_p), ("spec", ctypes.c_char_p),
+                ("ptx", ctypes.c_char_p),
+                ("block_m", ctypes.c_int), ("block_n", ctypes.c_int), ("num_warps", ctypes.c_int),
+                ("num_stages", ctypes.c_int), ("threads", ctypes.c_int), ("shared_bytes", ctypes.c_int),
+                ("registers", ctypes.c_int), ("spill_bytes", ctypes.c_int),
+                ("head_dim_qk", ctypes.c_int), ("head_dim_v", ctypes.c_int)]
+
+
+def library_path():
+    env = os.environ.get("FLASHJIT_LIB")
+    if env:
+        p = Path(env)
+        return p / "libflashjit.so" if p.is_dir() else p
+    for p in (REPO / ".device" / "libflashjit.so", REPO / "build" / "libflashjit.so"):
+        if p.exists():
+            return p
+    return REPO / ".device" / "libflashjit.so"
+
+
+_lib = None
+
+
+def lib():
+    """Loads libflashjit.so once and declares the C signatures."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = library_path()
+    if not path.exists():
+        raise FileNotFoundError(f"libflashjit.so not found at {path}; set FLASHJIT_LIB or run scripts/gpu_bundle.sh")
+    L = ctypes.CDLL(str(path))
+    st = ctypes.c_int
+    P = ctypes.c_void_p
+    sigs = {
+        "fj_last_error": (ctypes.c_char_p, []),
+        "fj_status_name": (ctypes.c_char_p, [st]),
+        "fj_version": (ctypes.c_char_p, []),
+        "fj_free": (None, [P]),
+        "fj_compile_ptx": (st, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(P), ctypes.POINTER(P)]),
+        "fj_runtime_create": (st, [ctypes.c_int, ctypes.POINTER(P)]),
+        "fj_runtime_destroy": (None, [P]),
+        "fj_compile": (st, [P, ctypes.c_char_p, ctypes.POINTER(P)]),
+        "fj_kernel_destroy": (None, [P]),
+        "fj_kernel_get_info": (st, [P, ctypes.POINTER(KernelInfo)]),
+        "fj_forward": (st, [P, ctypes.POINTER(ForwardArgs)]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(L, name)
+        fn.restype = res
+        fn.argtypes = args
+    _lib = L
+    return L
+
+
+def _check(status, where):
+    if status != FJ_OK:
+        msg = lib().fj_last_error().decode("utf-8", "replace")
+        raise FlashjitError(status, msg, where)
+
+
+def version():
+    return lib().fj_version().decode()
+
+
+def compile_ptx(spec_yaml, arch=None):
+    """(ptx, entry) for a spec, without a GPU."""
+    L = lib()
+    ptx, entry = ctypes.c_void_p(), ctypes.c_void_p()
+    _check(L.fj_compile_ptx(spec_yaml.encode(), arch.encode() if arch else None, ctypes.byref(ptx), ctypes.byref(entry)),
+           "fj_compile_ptx")
+    try:
+        return ctypes.string_at(ptx).decode(), ctypes.string_at(entry).decode()
+    finally:
+        L.fj_free(ptx)
+        L.fj_free(entry)
+
+
+def _tensor(t, what):
+    if t.dim() != 4:
+        raise ValueError(f"{what}: expected a 4-d [batch, seq, heads, dim] view, got shape {tuple(t.shape)}")
+    if not t.is_cuda:
+        raise ValueError(f"{what}: not a CUDA tensor")
+    c = Tensor()
+    c.data = t.data_ptr()
+    for i, s in enumerate(t.stride()):
+        c.stride[i] = s
+    return c
+
+
+class Kernel:
+    def __init__(self, handle, runtime):
+        self._h = ctypes.c_void_p(handle)
+        self._runtime = runtime  # kernels keep their context alive anyway; this keeps the wrapper tidy
+        info = KernelInfo()
+        info.struct_size = ctypes.sizeof(KernelInfo)
+        _check(lib().fj_kernel_get_info(self._h, ctypes.byref(info)), "fj_kernel_get_info")
+        self.info = {}
+        for name, _ in KernelInfo._fields_:
+            if name in ("struct_size", "ptx", "spec"):
+                continue
+            val = getattr(info, name)
+            self.info[name] = val.decode() if isinstance(val, bytes) else val
+        self.config = f"bm{info.block_m}_bn{info.block_n}_w{info.num_warps}_s{info.num_stages}"
+
+    def close(self):
+        if self._h:
+            lib().fj_kernel_destroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def prepare(self, q, k, v, o, lse=None, scale=0.0, params=None, buffers=None, stream=None):
+        """Builds the C argument struct once; returns launch() that runs the forward on it.
+
+        q, k, v, o: torch views [batch, seq, heads, dim]; params: {name: value};
+        buffers: {name: torch tensor (contiguous, of the spec's element type)}."""
+        import torch
+        a = ForwardArgs()
+        a.struct_size = ctypes.sizeof(ForwardArgs)
+        a.batch, a.seq_q, a.heads_q = q.shape[0], q.shape[1], q.shape[2]
+        a.seq_kv, a.heads_kv = k.shape[1], k.shape[2]
+        a.q, a.k, a.v, a.o = (_tensor(t, n) for t, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o")))
+        a.lse = lse.data_ptr() if lse is not None else None
+        a.scale = float(scale)
+        keep = []
+        if params:
+            arr = (Param * len(params))()
+            for i, (name, value) in enumerate(params.items()):
+                nb = name.encode()
+                keep.append(nb)
+                arr[i].name, arr[i].value = nb, float(value)
+            a.params, a.num_params = ctypes.cast(arr, ctypes.POINTER(Param)), len(params)
+            keep.append(arr)
+        if buffers:
+            arr = (Buffer * len(buffers))()
+            for i, (name, t) in enumerate(buffers.items()):
+                if not t.is_contiguous():
+                    raise ValueError(f"buffer {name}: must be contiguous")
+                nb = name.encode()
+                keep.append(nb)
+                keep.append(t)
+                arr[i].name, arr[i].data, arr[i].numel = nb, t.data_ptr(), t.numel()
+            a.buffers, a.num_buffers = ctypes.cast(arr, ctypes.POINTER(Buffer)), len(buffers)
+            keep.append(arr)
+        if stream is None:
+            stream = torch.cuda.current_stream().cuda_stream
+        a.stream = stream
+        keep.extend([q, k, v, o, lse])
+        fwd = lib().fj_forward
+        h = self._h
+        ref = ctypes.byref(a)
+
+        def launch():
+            st = fwd(h, ref)
+            if st != FJ_OK:
+                _check(st, "fj_forward")
+
+        launch.args = a
+        launch.keep = keep  # the tensors and C arrays the struct points into
+        return launch
+
+    def forward(self, q, k, v, o, **kw):
+        self.prepare(q, k, v, o, **kw)()
+
+
+class Runtime:
+    def __init__(self, device=0):
+        h = ctypes.c_void_p()
+        _check(lib().fj_runtime_create(device, ctypes.byref(h)), "fj_runtime_create")
+        self._h = h
+
+    def compile(self, spec_yaml):
+        h = ctypes.c_void_p()
+        _check(lib().fj_compile(self._h, spec_yaml.encode(), ctypes.byref(h)), "fj_compile")
+        return Kernel(h.value, self)
+
+    def close(self):
+        if self._h:
+            lib().fj_runtime_destroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

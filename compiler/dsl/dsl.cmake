@@ -1,0 +1,55 @@
+# The spec DSL front end (issue 3): no LLVM, no CUDA; only yaml-cpp.
+# Included by the top-level CMakeLists.txt, which links flashjit_dsl into libflashjit.so.
+
+set(FLASHJIT_DSL_SOURCES
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/value.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/diagnostic.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/decl.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/ast.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/lexer.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/parser.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/printer.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/typecheck.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/desugar.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/interpreter.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/interval.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/affine.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/classify.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/kv_range.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/simplify.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/derivative.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/spec.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/spec_validate.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/spec_loader.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/check_command.cpp)
+
+
+add_library(flashjit_dsl STATIC ${FLASHJIT_DSL_SOURCES})
+set_target_properties(flashjit_dsl PROPERTIES POSITION_INDEPENDENT_CODE ON)
+target_include_directories(flashjit_dsl PUBLIC ${CMAKE_SOURCE_DIR})
+target_link_libraries(flashjit_dsl PUBLIC ${YAML_CPP_LIB})
+# g++ 12 reports -Wrestrict false positives on std::string concatenation (GCC PR 105329).
+target_compile_options(flashjit_dsl PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
+
+add_executable(flashjit_dsl_check ${CMAKE_SOURCE_DIR}/compiler/dsl/check_main.cpp)
+target_link_libraries(flashjit_dsl_check PRIVATE flashjit_dsl)
+
+# ---- tests ---------------------------------------------------------------------------------
+enable_testing()
+if(NOT TARGET Catch2::Catch2)
+  find_package(Catch2 2 REQUIRED)
+endif()
+include(Catch)
+file(GLOB FLASHJIT_DSL_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/dsl/*.cpp)
+add_executable(flashjit_dsl_tests ${FLASHJIT_DSL_TEST_SOURCES})
+target_link_libraries(flashjit_dsl_tests PRIVATE flashjit_dsl Catch2::Catch2)
+target_compile_options(flashjit_dsl_tests PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
+target_compile_definitions(flashjit_dsl_tests PRIVATE
+  FLASHJIT_DSL_CHECK_PATH="$<TARGET_FILE:flashjit_dsl_check>"
+  FLASHJIT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# The test names get a "dsl." prefix so `ctest -R dsl` selects exactly the front end's tests.
+catch_discover_tests(flashjit_dsl_tests TEST_PREFIX "dsl.")
+
+# Bounded libFuzzer run (clang + ASan + UBSan) over the checked-in corpus; see fuzz/run.sh.
+add_test(NAME dsl_fuzz COMMAND bash ${CMAKE_SOURCE_DIR}/fuzz/run.sh ${CMAKE_BINARY_DIR}/fuzz)
+set_tests_properties(dsl_fuzz PROPERTIES TIMEOUT 300 LABELS fuzz)

@@ -1,0 +1,14 @@
+// The public AttentionSpec ↔ the front end's validated dsl::Spec.
+#pragma once
+
+#include "compiler/dsl/spec.hpp"
+#include "flashjit/flashjit.hpp"
+
+namespace flashjit {
+
+// Validates through the front end (same checks and canonical text as YAML); Error(spec) lists
+// every problem, formatted as file:line:col with a caret.
+dsl::Spec to_dsl(const AttentionSpec& spec);
+AttentionSpec from_dsl(const dsl::Spec& spec);
+
+}  // namespace flashjit

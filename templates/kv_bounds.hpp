@@ -1,0 +1,30 @@
+// The mask's closed-form kv range (compiler/dsl/kv_range.hpp) lowered into the kernel: per query
+// tile, which keys to visit and which need no per-element mask. No block mask is read.
+#pragma once
+
+#include <vector>
+
+#include "compiler/dsl/kv_range.hpp"
+#include "compiler/tile/emitter.hpp"
+
+namespace flashjit {
+
+struct KvBoundsInputs {
+  llvm::Value *q_first = nullptr, *q_last = nullptr;  // i32: the tile's rows [q_first, q_last]
+  llvm::Value *b = nullptr, *h = nullptr, *h_kv = nullptr, *seq_q = nullptr, *seq_kv = nullptr;
+  std::vector<llvm::Value*> params;  // by slot; i32 params as i32 (f32 never appear in the forms)
+  llvm::Value* range_ok = nullptr;   // i1: false → visit [0, seq_kv), nothing full
+};
+
+// Half-open i32 ranges within [0, seq_kv): every visible key of the tile is in [visit_lo,
+// visit_hi); every key in [full_lo, full_hi) is visible to every row of the tile.
+struct KvBounds {
+  llvm::Value *visit_lo, *visit_hi, *full_lo, *full_hi;
+};
+
+// `range` null means no mask: visit and full are both [0, seq_kv). Sound by construction:
+// band guards are ignored for the visit hull (it only grows) and guarded bands never count as
+// full; of several full bands the widest is used.
+KvBounds emit_kv_bounds(tile::Emitter& e, const dsl::KvRange* range, const KvBoundsInputs& in);
+
+}  // namespace flashjit

@@ -1,0 +1,199 @@
+// The tuning cache: keys and buckets, versions, corrupt files moved aside, export/clear/import.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "autotune/durable_file.hpp"
+#include "autotune/tuning_yaml.hpp"
+#include "helpers.hpp"
+
+namespace fs = std::filesystem;
+
+namespace flashjit::autotune::test {
+namespace {
+
+void overwrite(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+std::vector<std::string> corrupt_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (auto& f : fs::directory_iterator(dir))
+    if (f.path().filename().string().find(".corrupt-") != std::string::npos) out.push_back(f.path().string());
+  return out;
+}
+
+TuningEntry stamped(TuningEntry e, const std::string& version) {
+  e.flashjit_version = version;
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("shape buckets round sequence lengths and batch x heads up to powers of two", "[autotune][tuning]") {
+  ShapeBucket b = ShapeBucket::of(3, 10, 1000, 4097, 96, 64);
+  CHECK(b.seq_q == 1024);
+  CHECK(b.seq_kv == 8192);
+  CHECK(b.batch_heads == 32);
+  CHECK(b.d_qk == 96);
+  CHECK(b.d_v == 64);
+  CHECK(b.str() == "sq1024_skv8192_bh32_d96x64");
+  CHECK(ShapeBucket::of(1, 1, 1024, 1024, 128, 128) == ShapeBucket::of(1, 1, 513, 1023, 128, 128));
+  CHECK_FALSE(ShapeBucket::of(1, 1, 1024, 1024, 128, 128) == ShapeBucket::of(1, 1, 1025, 1024, 128, 128));
+  CHECK(round_up_pow2(0) == 1);
+  CHECK(round_up_pow2(1) == 1);
+  CHECK(round_up_pow2(4096) == 4096);
+}
+
+TEST_CASE("config names and GPU file names", "[autotune][tuning]") {
+  TileConfig c{128, 64, 8, 3};
+  CHECK(config_name(c) == "bm128_bn64_w8_s3");
+  auto back = parse_config_name("bm128_bn64_w8_s3");
+  REQUIRE(back);
+  CHECK(same_config(*back, c));
+  for (const char* bad : {"", "bm128", "bm128_bn64_w8_s3x", "bm0_bn64_w8_s3", "bn64_bm128_w8_s3", "bm-1_bn64_w8_s3"})
+    CHECK_FALSE(parse_config_name(bad));
+  GpuIdentity g{"NVIDIA H200 / NVL (test)", 132, 9, 0, 13000};
+  CHECK(g.file_stem() == "NVIDIA_H200_NVL_test_-132sm-cc90-drv13000");
+  CHECK(GpuIdentity{".hidden", 1, 8, 0, 1}.file_stem().front() != '.');
+}
+
+TEST_CASE("tuning cache: store then lookup, while other keys, drivers and flashjit versions miss", "[autotune][tuning]") {
+  TempDir dir;
+  TuningCache tc(dir.path(), "0.1.0");
+  const TuningKey key = sample_tuning_key("abc123");
+  tc.store(sample_gpu(), key, sample_entry(128, 0.4));
+  StderrCapture err;
+  auto e = tc.lookup(sample_gpu(), key);
+  REQUIRE(e);
+  CHECK(same_entry(*e, stamped(sample_entry(128, 0.4), "0.1.0")));
+  CHECK_FALSE(tc.lookup(sample_gpu(), sample_tuning_key("abc123", 8192)));  // another bucket
+  CHECK_FALSE(tc.lookup(sample_gpu(), sample_tuning_key("def456")));        // another spec
+  CHECK_FALSE(tc.lookup(sample_gpu(12080), key));                           // another driver
+  TuningCache next(dir.path(), "0.2.0");
+  CHECK_FALSE(next.lookup(sample_gpu(), key));                              // another flashjit
+  next.store(sample_gpu(), key, sample_entry(64, 0.5));
+  CHECK(next.lookup(sample_gpu(), key)->best.block_m == 64);
+  CHECK(tc.lookup(sample_gpu(), key)->best.block_m == 128);  // each version keeps its own
+  CHECK(err.warnings() == 0);
+  // A new store of the same key replaces the old measurement (the newest tuning wins locally).
+  tc.store(sample_gpu(), key, sample_entry(64, 0.45));
+  CHECK(tc.lookup(sample_gpu(), key)->median_ms == 0.45);
+  CHECK(tc.path_for(sample_gpu()) == dir.path() + "/tuning/NVIDIA_H200-132sm-cc90-drv13000.yaml");
+}
+
+TEST_CASE("tuning cache: an unreadable file is moved aside with one warning and a fresh one started",
+          "[autotune][tuning]") {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"bad YAML", "schema: 1\ngpu: [unclosed\n"},
+      {"wrong schema", "schema: 99\ngpu: {name: x}\nentries: []\n"},
+      {"random bytes", std::string("\x01\x7f\xfe garbage \x00\x02 {{{", 18)},
+      {"missing field", "schema: 1\ngpu: {name: \"NVIDIA H200\", sm_count: 132, cc_major: 9, cc_minor: 0, "
+                        "driver_version: 13000}\nentries:\n  - {spec_hash: x}\n"},
+      {"another GPU", ""},
+  };
+  for (const auto& [what, text] : bad) {
+    INFO(what);
+    TempDir dir;
+    TuningCache tc(dir.path(), "0.1.0");
+    const GpuIdentity other{"NVIDIA A100", 108, 8, 0, 13000};
+    tc.store(other, sample_tuning_key("k"), sample_entry(64, 1.0));  // must survive
+    const std::string path = tc.path_for(sample_gpu());
+    std::string content = text;
+    if (what == "another GPU") content = read_file_status(tc.path_for(other)).content;
+    overwrite(path, content);
+    {
+      StderrCapture err;
+      CHECK_FALSE(tc.lookup(sample_gpu(), sample_tuning_key("k")));
+      CHECK(err.warnings() == 1);
+    }
+    auto aside = corrupt_files(dir.path() + "/tuning");
+    REQUIRE(aside.size() == 1);
+    CHECK(read_file_status(aside[0]).content == content);  // kept, byte for byte
+    CHECK_FALSE(fs::exists(path));
+    tc.store(sample_gpu(), sample_tuning_key("k"), sample_entry(128, 0.3));  // a fresh file
+    CHECK(tc.lookup(sample_gpu(), sample_tuning_key("k"))->median_ms == 0.3);
+    CHECK(tc.lookup(other, sample_tuning_key("k"))->median_ms == 1.0);
+  }
+}
+
+TEST_CASE("tuning cache: a corrupt file found by a writer is moved aside and the write succeeds", "[autotune][tuning]") {
+  TempDir dir;
+  TuningCache tc(dir.path(), "0.1.0");
+  fs::create_directories(dir.path() + "/tuning");
+  overwrite(tc.path_for(sample_gpu()), "{{{{ not yaml");
+  StderrCapture err;
+  tc.store(sample_gpu(), sample_tuning_key("k"), sample_entry(64, 0.2));
+  CHECK(err.warnings() == 1);
+  CHECK(corrupt_files(dir.path() + "/tuning").size() == 1);
+  CHECK(tc.lookup(sample_gpu(), sample_tuning_key("k")));
+}
+
+TEST_CASE("tuning cache: export, clear, import restores the same entries", "[autotune][tuning]") {
+  TempDir dir;
+  TuningCache tc(dir.path(), "0.1.0");
+  const GpuIdentity a100{"NVIDIA A100-SXM4-80GB", 108, 8, 0, 12080};
+  tc.store(sample_gpu(), sample_tuning_key("s1"), sample_entry(128, 0.123456789012345));
+  tc.store(sample_gpu(), sample_tuning_key("s1", 16384), sample_entry(64, 2.5));
+  tc.store(a100, sample_tuning_key("s2"), sample_entry(64, 1.0 / 3.0, "a \"quoted\" name: with colon"));
+  const std::vector<TuningFile> before = tc.load_all();
+  const std::string exported = tc.export_yaml();
+  const std::string file = dir.path() + "/export.yaml";
+  write_file_durable(file, exported);
+
+  CHECK(tc.clear() == 2);
+  CHECK(tc.load_all().empty());
+  CHECK_FALSE(tc.lookup(sample_gpu(), sample_tuning_key("s1")));
+
+  ImportSummary s = tc.import_yaml(read_file_status(file).content, file);
+  CHECK(s.gpus == 2);
+  CHECK(s.added == 3);
+  CHECK(s.replaced == 0);
+  const std::vector<TuningFile> after = tc.load_all();
+  REQUIRE(after.size() == before.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    CHECK(after[i].gpu == before[i].gpu);
+    REQUIRE(after[i].records.size() == before[i].records.size());
+    for (size_t k = 0; k < before[i].records.size(); ++k) {
+      CHECK(after[i].records[k].key == before[i].records[k].key);
+      CHECK(same_entry(after[i].records[k].entry, before[i].records[k].entry));  // exact doubles too
+    }
+  }
+  CHECK(tc.export_yaml() == exported);
+}
+
+TEST_CASE("tuning cache: import keeps the faster entry for the same GPU and key", "[autotune][tuning]") {
+  TempDir mine_dir, theirs_dir;
+  TuningCache mine(mine_dir.path(), "0.1.0"), theirs(theirs_dir.path(), "0.1.0");
+  mine.store(sample_gpu(), sample_tuning_key("a"), sample_entry(64, 0.50));
+  mine.store(sample_gpu(), sample_tuning_key("b"), sample_entry(64, 0.30));
+  theirs.store(sample_gpu(), sample_tuning_key("a"), sample_entry(128, 0.40));  // faster: replaces
+  theirs.store(sample_gpu(), sample_tuning_key("b"), sample_entry(128, 0.35));  // slower: kept out
+  theirs.store(sample_gpu(), sample_tuning_key("c"), sample_entry(128, 0.70));  // new: added
+  ImportSummary s = mine.import_yaml(theirs.export_yaml(), "theirs");
+  CHECK(s.added == 1);
+  CHECK(s.replaced == 1);
+  CHECK(s.kept == 1);
+  CHECK(mine.lookup(sample_gpu(), sample_tuning_key("a"))->best.block_m == 128);
+  CHECK(mine.lookup(sample_gpu(), sample_tuning_key("a"))->median_ms == 0.40);
+  CHECK(mine.lookup(sample_gpu(), sample_tuning_key("b"))->best.block_m == 64);
+  CHECK(mine.lookup(sample_gpu(), sample_tuning_key("c"))->median_ms == 0.70);
+}
+
+TEST_CASE("tuning cache: a malformed import names the problem and changes nothing", "[autotune][tuning]") {
+  TempDir dir;
+  TuningCache tc(dir.path(), "0.1.0");
+  tc.store(sample_gpu(), sample_tuning_key("a"), sample_entry(64, 0.5));
+  const std::string before = read_file_status(tc.path_for(sample_gpu())).content;
+  std::string good_then_bad = tc.export_yaml();
+  good_then_bad += "  - schema: 1\n    gpu: {name: x, sm_count: 1, cc_major: 8, cc_minor: 0, driver_version: 1}\n"
+                   "    entries: [{spec_hash: h}]\n";
+  CHECK_THROWS_WITH(tc.import_yaml(good_then_bad, "bundle.yaml"), Catch::Contains("bundle.yaml") && Catch::Contains("bucket"));
+  CHECK_THROWS_WITH(tc.import_yaml("just: text\n", "x.yaml"), Catch::Contains("not a flashjit tuning export"));
+  CHECK_THROWS_WITH(tc.import_yaml("flashjit_tuning_export: 7\ngpus: []\n", "x.yaml"), Catch::Contains("version 7"));
+  CHECK(read_file_status(tc.path_for(sample_gpu())).content == before);
+}
+
+}  // namespace flashjit::autotune::test

@@ -1,0 +1,119 @@
+#include "tests/gpu_case.hpp"
+
+#include <cstdio>
+#include <random>
+
+namespace flashjit::test {
+
+namespace {
+
+// Strides (elements) of [b, s, h, d] for a tensor stored BSHD or BHSD.
+Tensor view(void* data, const Case& c, int64_t seq, int64_t heads, int64_t dim) {
+  if (!c.bhsd) return bshd(data, seq, heads, dim);
+  Tensor t;
+  t.data = data;
+  t.stride[0] = heads * seq * dim;
+  t.stride[1] = dim;
+  t.stride[2] = seq * dim;
+  t.stride[3] = 1;
+  return t;
+}
+
+// Host BSHD ↔ the device layout of `view`.
+std::vector<uint16_t> relayout(const std::vector<uint16_t>& in, const Case& c, int64_t seq, int64_t heads, int64_t dim,
+                               bool to_device) {
+  if (!c.bhsd) return in;
+  std::vector<uint16_t> out(in.size());
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t s = 0; s < seq; ++s)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t x = 0; x < dim; ++x) {
+          const size_t bshd_i = ((b * seq + s) * heads + h) * dim + x, bhsd_i = ((b * heads + h) * seq + s) * dim + x;
+          if (to_device) out[bhsd_i] = in[bshd_i];
+          else out[bshd_i] = in[bhsd_i];
+        }
+  return out;
+}
+
+}  // namespace
+
+AttentionSpec make_spec(DType dt, int d_qk, int d_v, const std::string& mask, const std::string& score) {
+  AttentionSpec s;
+  s.dtype = dt;
+  s.head_dim_qk = d_qk;
+  s.head_dim_v = d_v ? d_v : d_qk;
+  s.mask = mask;
+  s.score = score;
+  return s;
+}
+
+ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed) {
+  CompileOptions opts;
+  opts.config = c.config;
+  Kernel kernel = rt.compile(c.spec, opts);
+
+  ref::Problem p;
+  p.spec = c.spec;
+  p.batch = c.batch;
+  p.seq_q = c.seq_q;
+  p.seq_kv = c.seq_kv;
+  p.heads_q = c.heads_q;
+  p.heads_kv = c.heads_kv;
+  p.params = c.params;
+  const int64_t d_qk = p.d_qk(), d_v = p.d_v();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.f, 1.f);
+  auto fill = [&](std::vector<uint16_t>& v, size_t count) {
+    v.resize(count);
+    for (auto& x : v) x = ref::to_half_bits(n(rng), p.dtype());
+  };
+  fill(p.q, c.batch * c.seq_q * c.heads_q * d_qk);
+  fill(p.k, c.batch * c.seq_kv * c.heads_kv * d_qk);
+  fill(p.v, c.batch * c.seq_kv * c.heads_kv * d_v);
+  ref::fill_spec_tensors(p, rng());
+
+  const size_t o_elems = c.batch * c.seq_q * c.heads_q * d_v;
+  DeviceBuffer q = rt.alloc(p.q.size() * 2), k = rt.alloc(p.k.size() * 2), v = rt.alloc(p.v.size() * 2);
+  DeviceBuffer o = rt.alloc(o_elems * 2), lse = rt.alloc(c.batch * c.heads_q * c.seq_q * 4);
+  auto up = [](DeviceBuffer& buf, const std::vector<uint16_t>& h) { buf.upload(h.data(), h.size() * 2); };
+  up(q, relayout(p.q, c, c.seq_q, c.heads_q, d_qk, true));
+  up(k, relayout(p.k, c, c.seq_kv, c.heads_kv, d_qk, true));
+  up(v, relayout(p.v, c, c.seq_kv, c.heads_kv, d_v, true));
+  o.fill_bytes(0xFF);  // NaN in fp16/bf16/fp32: any element the kernel does not write fails
+  lse.fill_bytes(0xFF);
+  std::vector<DeviceBuffer> tensors;
+  ForwardArgs a;
+  for (const ref::HostTensor& t : p.tensors) {
+    const bool i32 = !t.i32.empty();
+    const size_t count = i32 ? t.i32.size() : t.f32.size();
+    tensors.push_back(rt.alloc(count * 4));
+    tensors.back().upload(i32 ? static_cast<const void*>(t.i32.data()) : t.f32.data(), count * 4);
+    a.buffers.push_back({t.name, tensors.back().data(), int64_t(count)});
+  }
+  a.batch = c.batch;
+  a.seq_q = c.seq_q;
+  a.seq_kv = c.seq_kv;
+  a.heads_q = c.heads_q;
+  a.heads_kv = c.heads_kv;
+  a.q = view(q.data(), c, c.seq_q, c.heads_q, d_qk);
+  a.k = view(k.data(), c, c.seq_kv, c.heads_kv, d_qk);
+  a.v = view(v.data(), c, c.seq_kv, c.heads_kv, d_v);
+  a.o = view(o.data(), c, c.seq_q, c.heads_q, d_v);
+  a.lse = static_cast<float*>(lse.data());
+  a.params = c.params;
+  kernel.forward(a);
+  rt.synchronize();
+  std::vector<uint16_t> out(o_elems);
+  std::vector<float> lse_host(c.batch * c.heads_q * c.seq_q);
+  o.download(out.data(), out.size() * 2);
+  lse.download(lse_host.data(), lse_host.size() * 4);
+  ref::Verdict verdict = ref::verify(p, relayout(out, c, c.seq_q, c.heads_q, d_v, false), &lse_host);
+  std::printf("GPUCASE %s d=%d/%d mask=%s score=%s b=%lld h=%lld/%lld sq=%lld skv=%lld %s %s %s\n",
+              p.dtype() == DType::f16 ? "fp16" : "bf16", int(d_qk), int(d_v), c.spec.mask.c_str(), c.spec.score.c_str(),
+              (long long)c.batch, (long long)c.heads_q, (long long)c.heads_kv, (long long)c.seq_q, (long long)c.seq_kv,
+              c.bhsd ? "bhsd" : "bshd", kernel.compiled().config.str().c_str(), verdict.message.c_str());
+  std::fflush(stdout);
+  return verdict;
+}
+
+}  // namespace flashjit::test

@@ -1,0 +1,24 @@
+// One forward run on the GPU against the fp64 reference: random inputs, poisoned outputs.
+#pragma once
+
+#include <optional>
+
+#include "flashjit/reference.hpp"
+
+namespace flashjit::test {
+
+struct Case {
+  AttentionSpec spec;
+  int64_t seq_q = 128, seq_kv = 128, batch = 1, heads_q = 2, heads_kv = 2;
+  bool bhsd = false;  // [batch, heads, seq, dim] memory, passed through strides
+  std::optional<TileConfig> config;
+  std::vector<ParamValue> params;
+};
+
+// A spec from its parts (mask/score in the DSL).
+AttentionSpec make_spec(DType dt, int d_qk, int d_v, const std::string& mask, const std::string& score = "score");
+
+// Compiles, runs once and verifies. Prints one "GPUCASE ..." line (scripts/gpu_check.sh tabulates them).
+ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed);
+
+}  // namespace flashjit::test
