@@ -56,16 +56,27 @@ std::vector<Candidate> enumerate(const SearchSpace& space, const TileConfig& heu
   for (int bm : unique_in_order(space.block_m))
     for (int bn : unique_in_order(space.block_n))
       for (int w : unique_in_order(space.num_warps))
-        for (int s : unique_in_order(space.num_stages)) add(TileConfig{bm, bn, w, s});
+        for (int s : unique_in_order(space.num_stages))
+          if (TileConfig c{bm, bn, w, s}; !space.legal || space.legal(c)) add(c);
   return out;
 }
 
 }  // namespace
 
+bool forward_template_legal(const TileConfig& c) {
+  return c.block_m == 16 * c.num_warps && (c.num_warps == 1 || c.num_warps == 2 || c.num_warps == 4 || c.num_warps == 8) &&
+         (c.block_n == 32 || c.block_n == 64 || c.block_n == 128) && c.num_stages >= 1 && c.num_stages <= 4;
+}
+
 SearchSpace default_search_space(int head_dim) {
-  if (head_dim <= 64) return {{64, 128}, {32, 64, 128}, {4, 8}, {1, 2, 3}};
-  if (head_dim <= 128) return {{64, 128}, {32, 64, 128}, {4, 8}, {1, 2}};
-  return {{64, 128}, {32, 64}, {4, 8}, {1, 2}};
+  // block_m 64 = 4 warps, 128 = 8 warps (the coupling is `legal`); stages: K/V tiles in flight,
+  // bounded by shared memory (Q + stages × (K + V) tiles of round_up(d, 64) columns).
+  SearchSpace s;
+  if (head_dim <= 64) s = {{64, 128}, {32, 64, 128}, {4, 8}, {1, 2, 3, 4}};
+  else if (head_dim <= 128) s = {{64, 128}, {32, 64, 128}, {4, 8}, {1, 2, 3}};
+  else s = {{64, 128}, {32, 64}, {4, 8}, {1, 2}};
+  s.legal = forward_template_legal;
+  return s;
 }
 
 TuneMode parse_tune_mode(std::string_view text) {

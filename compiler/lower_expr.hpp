@@ -14,6 +14,7 @@ namespace flashjit {
 struct ExprInputs {
   llvm::Value *b = nullptr, *h = nullptr, *h_kv = nullptr, *q = nullptr, *kv = nullptr;
   llvm::Value *seq_q = nullptr, *seq_kv = nullptr, *score = nullptr;
+  llvm::Value *heads_q = nullptr;  // not readable by expressions; kept for the template's indexing
   std::vector<llvm::Value*> params;  // by slot
   struct TensorArg {
     llvm::Value* ptr = nullptr;            // ptr addrspace(1)

@@ -20,6 +20,7 @@
 #include "support/log.hpp"
 #include "support/text.hpp"
 #include "templates/attention_fwd.hpp"
+#include "templates/block_map.hpp"
 #include "templates/forward_plan.hpp"
 
 namespace flashjit {
@@ -27,7 +28,7 @@ namespace flashjit {
 namespace {
 
 // Bumped whenever a template's generated code changes, so cache keys change with it.
-constexpr const char* kTemplateVersion = "fwd-mma16816-2";
+constexpr const char* kTemplateVersion = "fwd-mma16816-3";
 
 const char* extension(const std::string& stage) {
   if (stage == "llvm-ir" || stage == "opt") return ".ll";
@@ -102,6 +103,11 @@ CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& o
   });
   out.entry = plan.entry;
   out.description = plan.describe();
+  if (plan.block_map) {
+    out.map_entry = plan.entry + "_blockmap";
+    out.map_per_batch = plan.map_per_batch;
+    out.map_per_head = plan.map_per_head;
+  }
   out.threads = plan.threads;
   out.shared_bytes = plan.shared_bytes;
 
@@ -124,6 +130,7 @@ CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& o
       module->setTargetTriple(tm->getTargetTriple().str());
       module->setDataLayout(tm->createDataLayout());
       emit_attention_forward(*module, plan);
+      if (plan.block_map) emit_block_map(*module, plan);
     }
     codegen::verify_module(*module);
     return codegen::print_module(*module);

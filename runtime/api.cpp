@@ -70,7 +70,7 @@ Kernel Runtime::compile(const AttentionSpec& spec, const CompileOptions& options
                                      " bytes of shared memory; " + info.name + " allows " +
                                      std::to_string(info.shared_per_block_optin) + " per block");
   rt::ContextGuard guard(*impl_->ctx);
-  k->loaded = rt::load_module(k->compiled.ptx, k->compiled.entry);
+  k->loaded = rt::load_module(k->compiled.ptx, k->compiled.entry, k->compiled.map_entry);
   const cu::Driver& d = cu::driver();
   // Over 48 KB of dynamic shared memory must be opted into per function (CUDA Programming Guide §7.36).
   if (k->compiled.shared_bytes > 48 * 1024)
@@ -97,24 +97,127 @@ const CompiledKernel& Kernel::compiled() const { return impl_->compiled; }
 int Kernel::registers() const { return impl_->registers; }
 int Kernel::spill_bytes() const { return impl_->spill_bytes; }
 
+struct BlockMap::Impl {
+  const void* kernel = nullptr;   // the Kernel::Impl it was built for
+  std::vector<uint64_t> key;      // sizes and params it is valid for
+  DeviceBuffer tiles, counts;
+};
+
+namespace {
+
+// What a block map depends on besides tensor contents: sizes and param values.
+std::vector<uint64_t> map_key(const ForwardArgs& a, const rt::ForwardLaunch& launch, size_t params) {
+  std::vector<uint64_t> key = {uint64_t(a.batch), uint64_t(a.seq_q), uint64_t(a.seq_kv), uint64_t(a.heads_q),
+                               uint64_t(a.heads_kv)};
+  key.insert(key.end(), launch.extra.begin(), launch.extra.begin() + params);
+  return key;
+}
+
+struct MapShape {
+  size_t tiles_bytes, counts_bytes;
+};
+
+MapShape map_shape(const CompiledKernel& c, const ForwardArgs& a) {
+  const size_t q_tiles = (a.seq_q + c.config.block_m - 1) / c.config.block_m;
+  const size_t kv_tiles = (a.seq_kv + c.config.block_n - 1) / c.config.block_n;
+  const size_t maps = size_t(c.map_per_batch ? a.batch : 1) * size_t(c.map_per_head ? a.heads_q : 1);
+  return {std::max<size_t>(maps * q_tiles * kv_tiles * 4, 4), std::max<size_t>(maps * q_tiles * 4, 4)};
+}
+
+}  // namespace
+
 void Kernel::forward(const ForwardArgs& args) const {
   const Impl& k = *impl_;
   rt::ForwardLaunch launch;
   rt::pack_forward(k.dsl, k.dsl.mask ? &k.kv_range : nullptr, args, launch);
   if (args.batch == 0 || args.seq_q == 0) return;  // an empty output: nothing to write
-  const auto grid_x = static_cast<unsigned>((args.seq_q + k.compiled.config.block_m - 1) / k.compiled.config.block_m);
-  if (log::enabled(log::Level::info))
-    log::info("launch " + k.compiled.key + " grid " + std::to_string(grid_x) + "x" + std::to_string(args.heads_q) +
-              "x" + std::to_string(args.batch) + " block " + std::to_string(k.compiled.threads) + " smem " +
-              std::to_string(k.compiled.shared_bytes) + " config " + k.compiled.config.str() + " (" +
-              k.compiled.config_reason + ")");
+  const CompiledKernel& c = k.compiled;
+  const auto grid_x = static_cast<unsigned>((args.seq_q + c.config.block_m - 1) / c.config.block_m);
+  auto stream = static_cast<cu::CUstream>(args.stream);
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
-  cu::check(d.cuLaunchKernel(k.loaded.function, grid_x, static_cast<unsigned>(args.heads_q),
-                             static_cast<unsigned>(args.batch), static_cast<unsigned>(k.compiled.threads), 1, 1,
-                             static_cast<unsigned>(k.compiled.shared_bytes), static_cast<cu::CUstream>(args.stream),
-                             launch.slots.data(), nullptr),
-            "cuLaunchKernel(attention forward)");
+  auto launch_on = [&](cu::CUfunction f, const char* what) {
+    cu::check(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(args.heads_q), static_cast<unsigned>(args.batch),
+                               static_cast<unsigned>(c.threads), 1, 1, f == k.loaded.function ? c.shared_bytes : 0,
+                               stream, launch.slots.data(), nullptr),
+              what);
+  };
+  // Block map: the caller's (checked against this kernel and launch), else one built on the
+  // stream right now in stream-ordered memory, freed after the forward kernel.
+  cu::CUdeviceptr tiles = 0, counts = 0;
+  bool own_map = false;
+  if (!c.map_entry.empty()) {
+    if (args.block_map) {
+      const BlockMap::Impl* m = args.block_map->impl();
+      if (!m || m->kernel != &k || m->key != map_key(args, launch, k.dsl.params.size()))
+        throw Error(ErrorKind::usage, "forward: block_map was built for another kernel, sizes or params; "
+                                      "build it with this kernel's build_block_map for these arguments");
+      tiles = reinterpret_cast<cu::CUdeviceptr>(m->tiles.data());
+      counts = reinterpret_cast<cu::CUdeviceptr>(m->counts.data());
+    } else {
+      MapShape shape = map_shape(c, args);
+      cu::check(d.cuMemAllocAsync(&tiles, shape.tiles_bytes, stream), "cuMemAllocAsync(block map)");
+      cu::check(d.cuMemAllocAsync(&counts, shape.counts_bytes, stream), "cuMemAllocAsync(block map)");
+      own_map = true;
+    }
+    launch.slots.push_back(&tiles);
+    launch.slots.push_back(&counts);
+    if (own_map) launch_on(k.loaded.map_function, "cuLaunchKernel(block map pre-pass)");
+  } else if (args.block_map) {
+    throw Error(ErrorKind::usage, "forward: block_map given, but this kernel's mask has an exact closed form and no block map");
+  }
+  if (log::enabled(log::Level::info))
+    log::info("launch " + c.key + " grid " + std::to_string(grid_x) + "x" + std::to_string(args.heads_q) + "x" +
+              std::to_string(args.batch) + " block " + std::to_string(c.threads) + " smem " +
+              std::to_string(c.shared_bytes) + " config " + c.config.str() + " (" + c.config_reason + ")" +
+              (c.map_entry.empty() ? "" : own_map ? " + block map built now" : " + caller's block map"));
+  launch_on(k.loaded.function, "cuLaunchKernel(attention forward)");
+  if (own_map) {
+    cu::check(d.cuMemFreeAsync(tiles, stream), "cuMemFreeAsync(block map)");
+    cu::check(d.cuMemFreeAsync(counts, stream), "cuMemFreeAsync(block map)");
+  }
+}
+
+BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
+  const Impl& k = *impl_;
+  const CompiledKernel& c = k.compiled;
+  if (c.map_entry.empty())
+    throw Error(ErrorKind::usage, "build_block_map: the mask of kernel " + c.key +
+                                      " has an exact closed form; it needs no block map");
+  rt::ForwardLaunch launch;
+  rt::pack_forward(k.dsl, k.dsl.mask ? &k.kv_range : nullptr, args, launch);
+  auto m = std::make_shared<BlockMap::Impl>();
+  m->kernel = &k;
+  m->key = map_key(args, launch, k.dsl.params.size());
+  MapShape shape = map_shape(c, args);
+  // DeviceBuffer needs the runtime's context; reuse the kernel's through a Runtime view.
+  rt::ContextGuard guard(*k.ctx);
+  const cu::Driver& d = cu::driver();
+  auto alloc = [&](size_t bytes) {
+    DeviceBuffer b;
+    cu::CUdeviceptr ptr = 0;
+    cu::check(d.cuMemAlloc(&ptr, bytes), "cuMemAlloc(block map)");
+    b.ctx_ = k.ctx;
+    b.ptr_ = reinterpret_cast<void*>(ptr);
+    b.bytes_ = bytes;
+    return b;
+  };
+  m->tiles = alloc(shape.tiles_bytes);
+  m->counts = alloc(shape.counts_bytes);
+  if (args.batch > 0 && args.seq_q > 0) {
+    cu::CUdeviceptr tiles = reinterpret_cast<cu::CUdeviceptr>(m->tiles.data());
+    cu::CUdeviceptr counts = reinterpret_cast<cu::CUdeviceptr>(m->counts.data());
+    launch.slots.push_back(&tiles);
+    launch.slots.push_back(&counts);
+    const auto grid_x = static_cast<unsigned>((args.seq_q + c.config.block_m - 1) / c.config.block_m);
+    cu::check(d.cuLaunchKernel(k.loaded.map_function, grid_x, static_cast<unsigned>(args.heads_q),
+                               static_cast<unsigned>(args.batch), static_cast<unsigned>(c.threads), 1, 1, 0,
+                               static_cast<cu::CUstream>(args.stream), launch.slots.data(), nullptr),
+              "cuLaunchKernel(block map pre-pass)");
+  }
+  BlockMap map;
+  map.impl_ = m;
+  return map;
 }
 
 DeviceBuffer Runtime::alloc(size_t bytes) const {

@@ -4,7 +4,7 @@
 
 namespace flashjit::rt {
 
-LoadedModule load_module(const std::string& ptx, const std::string& entry) {
+LoadedModule load_module(const std::string& ptx, const std::string& entry, const std::string& map_entry) {
   const cu::Driver& d = cu::driver();
   LoadedModule out;
   char info[8192] = {};
@@ -36,6 +36,8 @@ LoadedModule load_module(const std::string& ptx, const std::string& entry) {
   auto t1 = std::chrono::steady_clock::now();
   cu::check(d.cuModuleLoadData(&out.module, out.cubin.data()), "cuModuleLoadData");
   cu::check(d.cuModuleGetFunction(&out.function, out.module, entry.c_str()), "cuModuleGetFunction");
+  if (!map_entry.empty())
+    cu::check(d.cuModuleGetFunction(&out.map_function, out.module, map_entry.c_str()), "cuModuleGetFunction(block map)");
   auto t2 = std::chrono::steady_clock::now();
   out.link_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   out.load_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();

@@ -10,6 +10,7 @@ namespace flashjit::rt {
 struct LoadedModule {
   cu::CUmodule module = nullptr;
   cu::CUfunction function = nullptr;
+  cu::CUfunction map_function = nullptr;  // the block-map pre-pass, when the kernel has one
   std::string cubin;      // what cuLinkComplete produced (later cached on disk)
   std::string jit_log;    // the driver's info log (registers, spills)
   double link_ms = 0, load_ms = 0;
@@ -17,6 +18,6 @@ struct LoadedModule {
 
 // Must be called with `ctx` current. Throws Error(compile) with the driver's error log when the
 // PTX does not assemble.
-LoadedModule load_module(const std::string& ptx, const std::string& entry);
+LoadedModule load_module(const std::string& ptx, const std::string& entry, const std::string& map_entry = "");
 
 }  // namespace flashjit::rt

@@ -4,31 +4,30 @@
 # a short table is printed last.
 set -u
 D=.device
+TEST_FILTER=("$@")   # optional Catch2 test filter, e.g. "[masks]"
 OUT=${OUT:-/tmp/flashjit-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/nvidia-smi.txt" 2>&1
-$D/flashjit info > "$OUT/info.txt" 2>&1; info_rc=$?
-$D/flashjit_tests --durations yes > "$OUT/tests.txt" 2>&1; tests_rc=$?
+# Few files come back from the machine: the tests' log and the runs' log (info goes in the latter).
+T="$OUT/check-tests.txt"
+R="$OUT/check-runs.txt"
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1
+  $D/flashjit info 2>&1; echo "flashjit info exit $?"; } > "$R"
+$D/flashjit_tests --durations yes "${TEST_FILTER[@]}" > "$T" 2>&1; tests_rc=$?
 runs=(
   "--seq 4096 --batch 4"                                   # default spec: bf16 d=128 causal
   "examples/basic/bf16_d128.yaml --seq 4096 --batch 4"
-  "examples/basic/bf16_d64.yaml --seq 4096 --batch 4"
-  "examples/basic/bf16_d64_causal.yaml --seq 4096 --batch 4"
-  "--seq 1024 --batch 16"
-  "--seq 16384 --batch 1"
+  "examples/specs/sliding_window.yaml --seq 4096 --batch 4"
+  "examples/specs/document_mask.yaml --seq 4096 --batch 4"
 )
-: > "$OUT/runs.txt"
 for r in "${runs[@]}"; do
-  echo "=== flashjit run $r" >> "$OUT/runs.txt"
-  $D/flashjit run $r >> "$OUT/runs.txt" 2>&1; echo "exit $?" >> "$OUT/runs.txt"
+  echo "=== flashjit run $r" >> "$R"
+  $D/flashjit run $r >> "$R" 2>&1; echo "exit $?" >> "$R"
 done
 echo "==================== summary"
-cat "$OUT/info.txt"
-echo "flashjit info exit $info_rc"
-grep -E "^GPUCASE" "$OUT/tests.txt" | sed 's/^GPUCASE //' | awk '{print}' > "$OUT/gpucases.txt"
-echo "GPU cases: $(grep -c PASS "$OUT/gpucases.txt") PASS, $(grep -c FAIL "$OUT/gpucases.txt") FAIL"
-grep FAIL "$OUT/gpucases.txt" | head -20
-tail -4 "$OUT/tests.txt"
+grep -v "^  FLASHJIT_\|^knobs" "$R" | head -14
+echo "GPU cases: $(grep -c '^GPUCASE.* PASS ' "$T") PASS, $(grep -c '^GPUCASE.* FAIL ' "$T") FAIL"
+grep '^GPUCASE.* FAIL ' "$T" | head -20
+tail -4 "$T"
 echo "flashjit_tests exit $tests_rc"
-grep -E "^(===|spec|shape|kernel|verify|time|perf|exit)" "$OUT/runs.txt"
+grep -E "^(===|spec|shape|kernel|verify|time|perf|exit)" "$R"

@@ -23,6 +23,7 @@
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/mma.hpp"
 #include "templates/forward_abi.hpp"
+#include "templates/kernel_args.hpp"
 #include "templates/kv_bounds.hpp"
 
 namespace flashjit {
@@ -33,42 +34,6 @@ using tile::Acc4;
 using tile::Emitter;
 using tile::Frag4;
 using llvm::Value;
-
-llvm::Function* declare_kernel(llvm::Module& m, const ForwardPlan& plan) {
-  auto& ctx = m.getContext();
-  auto* gptr = llvm::PointerType::get(ctx, 1);
-  std::vector<llvm::Type*> params(kParamCount);
-  for (int i = kParamQ; i <= kParamLse; ++i) params[i] = gptr;
-  for (int i = 0; i < 12; ++i) params[kParamStrides + i] = llvm::Type::getInt64Ty(ctx);
-  params[kParamSeqQ] = params[kParamSeqKv] = params[kParamGroup] = llvm::Type::getInt32Ty(ctx);
-  params[kParamScaleLog2] = llvm::Type::getFloatTy(ctx);
-  params[kParamRangeOk] = llvm::Type::getInt32Ty(ctx);
-  // The spec's params, then its tensors, by slot (runtime/launch.cpp packs them in this order).
-  for (const dsl::Param& p : plan.dsl.params)
-    params.push_back(p.type == dsl::Type::F32 ? llvm::Type::getFloatTy(ctx) : llvm::Type::getInt32Ty(ctx));
-  for (size_t t = 0; t < plan.dsl.tensors.size(); ++t) params.push_back(gptr);
-  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
-  auto* fn = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, plan.entry, m);
-  fn->setCallingConv(llvm::CallingConv::PTX_Kernel);
-  for (int i = kParamQ; i <= kParamV; ++i) {
-    fn->addParamAttr(i, llvm::Attribute::NoAlias);
-    fn->addParamAttr(i, llvm::Attribute::ReadOnly);
-  }
-  fn->addParamAttr(kParamO, llvm::Attribute::NoAlias);
-  fn->addParamAttr(kParamLse, llvm::Attribute::NoAlias);
-  // Launch bounds (NVVM IR spec, "nvvm.annotations": maxntidx) let ptxas budget registers per thread.
-  auto* i32 = llvm::Type::getInt32Ty(ctx);
-  llvm::NamedMDNode* ann = m.getOrInsertNamedMetadata("nvvm.annotations");
-  ann->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, "kernel"),
-                                          llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, 1))}));
-  ann->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, "maxntidx"),
-                                          llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, plan.threads))}));
-  // .minnctapersm 1: without it ptxas may cap registers to fit more CTAs and spill (seen on
-  // sm_90a with ptxas 13.0: 168 registers and 16 B of spills vs 186 and none with it).
-  ann->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, "minctasm"),
-                                          llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, 1))}));
-  return fn;
-}
 
 // Element offset of [batch, seq, head] in a tensor from its three strides.
 Value* slice_offset(Emitter& e, Value* strides[3], Value* b, Value* s, Value* h) {
@@ -128,7 +93,7 @@ Value* quad_sum(Emitter& e, Value* x) {
 }  // namespace
 
 llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& plan) {
-  llvm::Function* fn = declare_kernel(module, plan);
+  llvm::Function* fn = declare_kernel(module, plan, plan.entry);
   Emitter e(module, fn);
   auto& B = e.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e.ctx, "entry", fn));
@@ -178,56 +143,32 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   Value* q_start = B.CreateMul(q_tile, e.c32(BM));
   Value* q_last = B.CreateSub(B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, seq_q, B.CreateAdd(q_start, e.c32(BM))), e.c32(1));
 
-  // What the mask and score may read: builtins, params (kernel arguments after the fixed ABI)
-  // and tensors with their launch extents.
-  ExprInputs ex;
-  ex.b = batch;
-  ex.h = head;
-  ex.h_kv = head_kv;
-  ex.seq_q = seq_q;
-  ex.seq_kv = seq_kv;
-  Value* heads_q = B.CreateCall(llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
-  Value* batches = B.CreateCall(llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z));
-  int extra = kParamCount;
-  for (size_t i = 0; i < plan.dsl.params.size(); ++i) ex.params.push_back(arg(extra++));
-  for (const dsl::TensorDecl& t : plan.dsl.tensors) {
-    ExprInputs::TensorArg ta;
-    ta.ptr = arg(extra++);
-    ta.elem = t.elem;
-    for (const dsl::Extent& d : t.dims) {
-      using K = dsl::Extent::Kind;
-      switch (d.kind) {
-        case K::Batch: ta.extents.push_back(batches); break;
-        case K::HeadsQ: ta.extents.push_back(heads_q); break;
-        case K::HeadsKv: ta.extents.push_back(B.CreateUDiv(heads_q, arg(kParamGroup))); break;
-        case K::SeqQ: ta.extents.push_back(seq_q); break;
-        case K::SeqKv: ta.extents.push_back(seq_kv); break;
-        case K::Fixed: ta.extents.push_back(e.c32(static_cast<int>(d.size))); break;
-      }
-    }
-    ex.tensors.push_back(ta);
-  }
+  ExprInputs ex = expr_inputs(e, plan, batch, head, head_kv);
+  Value* heads_q = ex.heads_q;
 
-  // Keys to visit and keys needing no mask, from the mask's closed form (never a block mask).
-  KvBoundsInputs kb;
-  kb.q_first = q_start;
-  kb.q_last = q_last;
-  kb.b = batch;
-  kb.h = head;
-  kb.h_kv = head_kv;
-  kb.seq_q = seq_q;
-  kb.seq_kv = seq_kv;
-  kb.params = ex.params;
-  kb.range_ok = B.CreateICmpNE(arg(kParamRangeOk), zero);
-  KvBounds bounds = emit_kv_bounds(e, plan.mask ? &plan.kv_range : nullptr, kb);
+  // Keys to visit and keys needing no mask: the closed form (never a block mask) or, for masks
+  // it cannot describe exactly, the list the block-map pre-pass wrote for this query tile.
+  KvBounds bounds = emit_kv_bounds(e, plan.mask ? &plan.kv_range : nullptr, kv_bounds_inputs(e, plan, ex, q_start, q_last));
   Value* first_tile = B.CreateSDiv(bounds.visit_lo, e.c32(BN));
   Value* end_tile = B.CreateSDiv(B.CreateAdd(bounds.visit_hi, e.c32(BN - 1)), e.c32(BN));
   Value* n_tiles = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(end_tile, first_tile), zero);
+  Value* tile_list = nullptr;
+  if (plan.block_map) {
+    BlockMapRow row = block_map_row(e, plan, ex, q_tile);
+    n_tiles = B.CreateAlignedLoad(e.i32(), row.count, llvm::Align(4));
+    tile_list = row.tiles;
+  }
+  // Loop step i visits key tile tile_at(i) (and whether it is wholly visible, from the list).
+  auto tile_entry = [&](Value* i) { return B.CreateAlignedLoad(e.i32(), B.CreateGEP(e.i32(), tile_list, i), llvm::Align(4)); };
+  auto tile_at = [&](Value* i) -> Value* {
+    if (!tile_list) return B.CreateAdd(first_tile, i);
+    return B.CreateAnd(tile_entry(i), e.c32(static_cast<int>(~kTileFullBit)));
+  };
 
   // Tile i of the loop covers keys [(first_tile + i)·BN, +BN) and lives in stage i % S.
   auto issue_kv = [&](Value* j) {
     Value* stage = B.CreateURem(j, e.c32(S));
-    Value* n0 = B.CreateMul(B.CreateAdd(first_tile, j), e.c32(BN));
+    Value* n0 = B.CreateMul(tile_at(j), e.c32(BN));
     copy_tile(e, k_stage(stage), k_base, strides[1][1], n0, seq_kv, BN, d_qk, plan.threads, tid);
     copy_tile(e, v_stage(stage), v_base, strides[2][1], n0, seq_kv, BN, d_v, plan.threads, tid);
   };
@@ -279,7 +220,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
     tile::sync_threads(e);
     Value* stage = B.CreateURem(j, e.c32(S));
     SmemTile ks = k_stage(stage), vs = v_stage(stage);
-    Value* n0 = B.CreateMul(B.CreateAdd(first_tile, j), e.c32(BN));
+    Value* n0 = B.CreateMul(tile_at(j), e.c32(BN));
 
     // S = Q Kᵀ.
     std::vector<Acc4> s(NT, Acc4{e.cf(0.f), e.cf(0.f), e.cf(0.f), e.cf(0.f)});
@@ -319,8 +260,9 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
     for (int nt = 0; nt < NT; ++nt)
       for (int i = 0; i < 4; ++i) B.CreateStore(s[nt][i], sacc[nt][i]);
 
-    // The mask runs only in tiles that are not wholly inside [full_lo, full_hi).
-    Value* full = B.CreateAnd(B.CreateICmpSGE(n0, bounds.full_lo), B.CreateICmpSLE(B.CreateAdd(n0, e.c32(BN)), bounds.full_hi));
+    // The mask runs only in tiles that are not wholly inside [full_lo, full_hi) (or flagged full).
+    Value* full = tile_list ? B.CreateICmpSLT(tile_entry(j), zero)
+                            : B.CreateAnd(B.CreateICmpSGE(n0, bounds.full_lo), B.CreateICmpSLE(B.CreateAdd(n0, e.c32(BN)), bounds.full_hi));
     e.when(B.CreateNot(full), "mask", [&] {
       for (int nt = 0; nt < NT; ++nt)
         for (int i = 0; i < 4; ++i) {

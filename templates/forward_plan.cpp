@@ -50,6 +50,9 @@ ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const s
   if (p.dsl.mask) {
     p.mask = dsl::desugar(p.dsl.mask, &p.dsl.tensors);
     p.kv_range = dsl::derive_kv_range(p.dsl.mask, &p.dsl.tensors);
+    p.block_map = !p.kv_range.exact;
+    p.map_per_batch = dsl::mentions(*p.mask, dsl::Builtin::B);
+    p.map_per_head = dsl::mentions(*p.mask, dsl::Builtin::H) || dsl::mentions(*p.mask, dsl::Builtin::HKv);
   }
   if (p.dsl.score) p.score = dsl::desugar(p.dsl.score, &p.dsl.tensors);
   if (c.num_warps != 1 && c.num_warps != 2 && c.num_warps != 4 && c.num_warps != 8)
@@ -85,6 +88,7 @@ std::string ForwardPlan::describe() const {
   if (spec.head_dim_v != spec.head_dim_qk) s << "/" << spec.head_dim_v;
   s << " mask=" << (mask ? spec.mask : "none");
   if (score) s << " score=" << spec.score;
+  if (block_map) s << " +blockmap";
   s << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";
   return s.str();
 }

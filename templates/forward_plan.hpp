@@ -30,13 +30,18 @@ struct ForwardPlan {
   dsl::ExprPtr mask;              // desugared (shorthands expanded); null = every key visible
   dsl::ExprPtr score;             // desugared; null = identity
   dsl::KvRange kv_range;          // closed-form kv bounds of `mask` (when mask is set)
+  // Masks the closed form does not describe exactly (tensor reads, non-affine terms) get a
+  // block map: a generated pre-pass lists, per query tile, the key tiles with any visible
+  // element and flags those with all elements visible (FlexAttention's kv_indices / full_kv).
+  bool block_map = false;
+  bool map_per_batch = false, map_per_head = false;  // does the mask depend on b / on h, h_kv?
   int threads = 0;
   int d_qk_pad = 0, d_v_pad = 0;  // shared-memory row widths (elements)
   int k_steps = 0;                // ceil(d_qk / 16): mma k-steps of S = QKᵀ
   bool q_in_registers = false;    // Q fragments loaded once (d_qk ≤ 128) or re-read per tile
   ForwardSmem smem;
   int shared_bytes = 0;
-  std::string entry;              // kernel symbol
+  std::string entry;              // kernel symbol; the pre-pass is entry + "_blockmap"
   std::string describe() const;
 };
 

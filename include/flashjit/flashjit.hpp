@@ -120,6 +120,9 @@ struct CompiledKernel {
   std::string key;          // content hash naming this kernel (dump folder, later caches)
   std::string entry;        // PTX entry point name
   std::string description;  // template, dtype, dims, mask and tile config, for logs and the CLI
+  // Masks without an exact closed form get a block-map pre-pass kernel (same PTX module).
+  std::string map_entry;    // empty when there is none
+  bool map_per_batch = false, map_per_head = false;
   std::string arch;
   TileConfig config;
   std::string config_reason;  // why this tile config (heuristic row or "given")
@@ -153,6 +156,8 @@ struct BufferArg {
   int64_t numel = 0;
 };
 
+class BlockMap;
+
 struct ForwardArgs {
   int64_t batch = 0, seq_q = 0, seq_kv = 0, heads_q = 0, heads_kv = 0;
   Tensor q, k, v, o;
@@ -160,6 +165,10 @@ struct ForwardArgs {
   float scale = 0.f;        // 0 → 1/sqrt(d_qk)
   std::vector<ParamValue> params;
   std::vector<BufferArg> buffers;  // one per spec tensor, all required
+  // For masks with a block map (CompiledKernel::map_entry): a map built by
+  // Kernel::build_block_map for these sizes, params and tensor contents, reused across calls.
+  // Null: the map is rebuilt on the stream before every launch.
+  const BlockMap* block_map = nullptr;
   void* stream = nullptr;   // CUstream; null = the legacy default stream
 };
 
@@ -183,6 +192,18 @@ struct FLASHJIT_API DeviceInfo {
 
 class Runtime;
 
+// The per-query-tile key-tile lists of a mask that reads tensors, on the device. Valid for the
+// sizes, params and tensor contents it was built with: rebuild it when the tensors change.
+class FLASHJIT_API BlockMap {
+ public:
+  struct Impl;
+  const Impl* impl() const { return impl_.get(); }
+
+ private:
+  friend class Kernel;
+  std::shared_ptr<Impl> impl_;
+};
+
 // A compiled, loaded kernel: immutable, launchable from several threads at once.
 class FLASHJIT_API Kernel {
  public:
@@ -192,6 +213,9 @@ class FLASHJIT_API Kernel {
   int spill_bytes() const;    // local memory per thread, from the driver
   // Checks shapes, strides and alignment (Error(usage) naming the argument), then launches.
   void forward(const ForwardArgs& args) const;
+  // Runs the block-map pre-pass for these sizes/params/tensors on args.stream. Error(usage)
+  // when the kernel has no block map (its mask has an exact closed form).
+  BlockMap build_block_map(const ForwardArgs& args) const;
 
  private:
   friend class Runtime;
@@ -216,6 +240,7 @@ class FLASHJIT_API DeviceBuffer {
 
  private:
   friend class Runtime;
+  friend class Kernel;
   std::shared_ptr<void> ctx_;  // keeps the runtime's context alive
   void* ptr_ = nullptr;
   size_t bytes_ = 0;

@@ -1,0 +1,341 @@
+#include "runtime/kernel_cache.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "autotune/compile_cache.hpp"
+#include "autotune/kernel_entry.hpp"
+#include "autotune/sha256.hpp"
+#include "compiler/codegen/target.hpp"
+#include "support/knobs.hpp"
+#include "support/log.hpp"
+#include "support/text.hpp"
+#include "templates/forward_plan.hpp"
+
+namespace flashjit {
+
+// The strong definition lives in compiler/pipeline.cpp (runtime/INTEGRATION.md, edit 1) and wins at
+// link time. This weak fallback only exists so that the library links before that edit; it makes
+// the compile cache bypass itself rather than key entries without the template version.
+__attribute__((weak)) const char* template_version() { return nullptr; }
+
+namespace rt {
+namespace {
+
+constexpr const char* kEntryPrefix = "flashjit_fwd_";  // compiler/pipeline.cpp: "flashjit_fwd_" + key
+
+std::mutex root_mu;
+std::string& root_override() {
+  static std::string root;
+  return root;
+}
+
+struct Counters {
+  std::atomic<uint64_t> hits{0}, misses{0}, stores{0}, store_failures{0}, bypasses{0}, llvm_compiles{0};
+};
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string short_hash(const std::string& h) { return h.substr(0, 16); }
+
+// The launch metadata of a cache hit, rebuilt without LLVM: plan_forward is the template's
+// limit check and layout (microseconds), and the entry name carries the kernel key.
+CompiledKernel describe_hit(const AttentionSpec& spec, const TileConfig& config, const std::string& reason,
+                            const std::string& arch, const autotune::KernelArtifacts& a) {
+  ForwardPlan plan = plan_forward(spec, config, reason, arch);
+  CompiledKernel out;
+  out.arch = arch;
+  out.config = config;
+  out.config_reason = reason;
+  out.entry = a.entry;
+  out.key = a.entry.rfind(kEntryPrefix, 0) == 0 ? a.entry.substr(std::string(kEntryPrefix).size()) : a.entry;
+  plan.entry = a.entry;
+  out.description = plan.describe();
+  if (plan.block_map) {
+    out.map_entry = plan.entry + "_blockmap";
+    out.map_per_batch = plan.map_per_batch;
+    out.map_per_head = plan.map_per_head;
+  }
+  out.threads = plan.threads;
+  out.shared_bytes = plan.shared_bytes;
+  out.ptx = a.ptx;
+  if (out.threads != a.threads || out.shared_bytes != a.shared_bytes)
+    throw Error(ErrorKind::internal, "internal error: compile cache entry for " + out.key + " says " +
+                                         std::to_string(a.threads) + " threads / " + std::to_string(a.shared_bytes) +
+                                         " B shared, the template says " + std::to_string(out.threads) + " / " +
+                                         std::to_string(out.shared_bytes) +
+                                         " (a template change without a kTemplateVersion bump: a flashjit bug)");
+  return out;
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+void set_cache_root(const std::string& root) {
+  std::lock_guard<std::mutex> lock(root_mu);
+  root_override() = root;
+}
+
+std::string cache_root() {
+  {
+    std::lock_guard<std::mutex> lock(root_mu);
+    if (!root_override().empty()) return root_override();
+  }
+  return flashjit::cache_dir();
+}
+
+uint64_t compile_cache_max_bytes() {
+  const std::string& v = knob::get("FLASHJIT_CACHE_MAX_BYTES");
+  return v.empty() ? autotune::kDefaultCompileCacheBytes : autotune::parse_byte_size(v, "FLASHJIT_CACHE_MAX_BYTES");
+}
+
+const char* template_version_if_known() { return flashjit::template_version(); }
+
+std::string compile_cache_key(const AttentionSpec& spec, const TileConfig& config, const std::string& arch,
+                              int driver_version) {
+  const char* tv = template_version_if_known();
+  AttentionSpec unnamed = spec;
+  unnamed.name.clear();  // names are for people; kernel_key ignores them too
+  const VersionInfo v = versions();
+  // One "name=value" per line; the spec's canonical YAML last (it spans lines).
+  return "flashjit=" + v.flashjit + "\ncache_format=" + std::to_string(autotune::kCompileCacheFormatVersion) +
+         "\nllvm=" + v.llvm + "\nptx_isa=" + codegen::ptx_isa_version(arch) + "\narch=" + arch +
+         "\ndriver=" + std::to_string(driver_version) + "\ntemplate=" + (tv ? tv : "?") +
+         "\nconfig=" + config.str() + "\nknobs=\nspec:\n" + unnamed.canonical();
+}
+
+KernelBuild build_kernel(const AttentionSpec& spec, const CompileOptions& options, const KernelCacheSettings& settings,
+                         const Linker& link) {
+  if (options.arch.empty())
+    throw Error(ErrorKind::internal, "internal error: build_kernel needs CompileOptions::arch (a flashjit bug)");
+  Counters& n = counters();
+  KernelBuild b;
+  std::string reason = "given by the caller";
+  const TileConfig config = options.config ? *options.config : heuristic_config(spec, &reason);
+  CompileOptions opts = options;
+  opts.config = config;  // the same config compile_to_ptx would pick, fixed so key and code agree
+  auto compile = [&] {
+    ++n.llvm_compiles;
+    b.compiled = compile_to_ptx(spec, opts);
+    b.compiled.config_reason = reason;
+    if (link) {
+      LinkResult l = link(b.compiled);
+      b.cubin = std::move(l.cubin);
+      b.registers = l.registers;
+      b.spill_bytes = l.spill_bytes;
+      b.linked = true;
+    }
+  };
+
+  // When the cache must not be used, and why (said at info level: never silently).
+  std::string bypass;
+  const std::string override_dir = options.override_dir ? *options.override_dir : knob::get("FLASHJIT_OVERRIDE_DIR");
+  if (!settings.enabled) bypass = "disabled by the caller";
+  else if (!override_dir.empty()) bypass = "FLASHJIT_OVERRIDE_DIR is set (stage files may replace generated code)";
+  else if (!template_version_if_known()) bypass = "the template version is unknown (runtime/INTEGRATION.md edit 1 not applied)";
+  if (!bypass.empty()) {
+    ++n.bypasses;
+    log::info("compile cache bypassed for " + spec.name + " " + config.str() + ": " + bypass);
+    compile();
+    b.cache_status = "bypassed: " + bypass;
+    return b;
+  }
+
+  b.key_text = compile_cache_key(spec, config, options.arch, settings.driver_version);
+  b.key_hash = autotune::CompileCache::hash_key(b.key_text);
+  std::optional<autotune::CompileCache> cache;
+  try {
+    cache.emplace(settings.root.empty() ? cache_root() : settings.root,
+                  settings.max_bytes ? *settings.max_bytes : compile_cache_max_bytes());
+  } catch (const std::exception& e) {
+    log::warn(std::string("compile cache unavailable, compiling without it: ") + e.what());
+    ++n.bypasses;
+    compile();
+    b.cache_status = std::string("bypassed: ") + e.what();
+    return b;
+  }
+
+  const std::string dump_dir = options.dump_dir ? *options.dump_dir : knob::get("FLASHJIT_DUMP_DIR");
+  const bool read = dump_dir.empty();  // a dump wants every stage: compile, but still store
+  const auto t0 = std::chrono::steady_clock::now();
+  if (read) {
+    if (std::optional<autotune::KernelArtifacts> a = cache->get(b.key_text)) {
+      b.compiled = describe_hit(spec, config, reason, options.arch, *a);
+      b.cubin = std::move(a->cubin);
+      b.registers = a->registers;
+      b.spill_bytes = a->spill_bytes;
+      b.cache_hit = true;
+      ++n.hits;
+      b.cache_status = "hit " + short_hash(b.key_hash);
+      log::debug("compile cache hit " + b.key_hash + " (" + b.compiled.key + " " + config.str() + ", " +
+                 std::to_string(ms_since(t0)) + " ms)");
+      if (!b.cubin.empty() || !link) return b;
+      // Stored compile-only (no cubin): link now and complete the entry.
+      LinkResult l = link(b.compiled);
+      b.cubin = std::move(l.cubin);
+      b.registers = l.registers;
+      b.spill_bytes = l.spill_bytes;
+      b.linked = true;
+      a->cubin = b.cubin;
+      a->registers = b.registers;
+      a->spill_bytes = b.spill_bytes;
+      a->created_unix = 0;
+      if (cache->put(b.key_text, std::move(*a))) ++n.stores;
+      else ++n.store_failures;
+      b.cache_status += " (cubin linked now and stored)";
+      return b;
+    }
+  }
+  ++n.misses;
+  compile();
+  autotune::KernelArtifacts a;
+  a.entry = b.compiled.entry;
+  a.threads = b.compiled.threads;
+  a.shared_bytes = b.compiled.shared_bytes;
+  a.registers = b.registers;
+  a.spill_bytes = b.spill_bytes;
+  a.ptx = b.compiled.ptx;
+  a.cubin = b.cubin;
+  bool stored = false;
+  try {
+    stored = cache->put(b.key_text, std::move(a));  // logs its own warning on failure
+  } catch (const std::exception& e) {
+    log::warn(std::string("compile cache: could not store ") + b.compiled.key + ": " + e.what() +
+              " (the kernel is fine; only the cache missed the write)");
+  }
+  stored ? ++n.stores : ++n.store_failures;
+  b.cache_status = std::string(read ? "miss" : "read skipped (FLASHJIT_DUMP_DIR is set)") +
+                   (stored ? ", stored " : ", not stored ") + short_hash(b.key_hash);
+  log::debug("compile cache " + b.cache_status + " (" + b.compiled.key + " " + config.str() + ")");
+  return b;
+}
+
+KernelCacheCounters kernel_cache_counters() {
+  Counters& n = counters();
+  KernelCacheCounters c;
+  c.hits = n.hits;
+  c.misses = n.misses;
+  c.stores = n.stores;
+  c.store_failures = n.store_failures;
+  c.bypasses = n.bypasses;
+  c.llvm_compiles = n.llvm_compiles;
+  return c;
+}
+
+namespace {
+
+// cuModuleLoadData of a cached cubin; the function handles as load_module gives them.
+LoadedModule load_cubin(const std::string& cubin, const CompiledKernel& c) {
+  const cu::Driver& d = cu::driver();
+  LoadedModule out;
+  const auto t0 = std::chrono::steady_clock::now();
+  cu::check(d.cuModuleLoadData(&out.module, cubin.data()), "cuModuleLoadData(cached cubin)");
+  try {
+    cu::check(d.cuModuleGetFunction(&out.function, out.module, c.entry.c_str()), "cuModuleGetFunction");
+    if (!c.map_entry.empty())
+      cu::check(d.cuModuleGetFunction(&out.map_function, out.module, c.map_entry.c_str()),
+                "cuModuleGetFunction(block map)");
+  } catch (...) {
+    d.cuModuleUnload(out.module);
+    throw;
+  }
+  out.cubin = cubin;
+  out.load_ms = ms_since(t0);
+  return out;
+}
+
+}  // namespace
+
+void unload_module(const Context& ctx, LoadedModule& loaded) {
+  if (!loaded.module) return;
+  const cu::Driver& d = cu::driver();
+  cu::CUcontext popped = nullptr;
+  if (d.cuCtxPushCurrent(ctx.ctx) != cu::CUDA_SUCCESS) return;
+  d.cuModuleUnload(loaded.module);
+  d.cuCtxPopCurrent(&popped);
+  loaded.module = nullptr;
+  loaded.function = loaded.map_function = nullptr;
+}
+
+CompiledModule compile_and_load(const Context& ctx, const AttentionSpec& spec, const CompileOptions& options) {
+  const DeviceInfo& info = ctx.info;
+  CompileOptions opts = options;
+  if (opts.arch.empty()) opts.arch = info.arch();
+  ContextGuard guard(ctx);
+  const cu::Driver& d = cu::driver();
+  CompiledModule m;
+  std::optional<LoadedModule> fresh;
+  // Shared memory beyond the device's opt-in limit is a spec error, before the driver sees it.
+  auto check_smem = [&](const CompiledKernel& c) {
+    if (c.shared_bytes > info.shared_per_block_optin)
+      throw Error(ErrorKind::spec, "kernel " + c.key + " needs " + std::to_string(c.shared_bytes) +
+                                       " bytes of shared memory; " + info.name + " allows " +
+                                       std::to_string(info.shared_per_block_optin) + " per block");
+  };
+  Linker link = [&](const CompiledKernel& c) {
+    check_smem(c);
+    fresh = load_module(c.ptx, c.entry, c.map_entry);
+    LinkResult r;
+    r.cubin = fresh->cubin;
+    return r;  // registers/spills are read below, for hits and misses alike
+  };
+  KernelCacheSettings settings;
+  settings.driver_version = info.driver_version;
+  KernelBuild b = build_kernel(spec, opts, settings, link);
+  m.compiled = std::move(b.compiled);
+  m.cache_hit = b.cache_hit;
+  m.cache_status = b.cache_status;
+  if (fresh) {
+    m.loaded = std::move(*fresh);
+  } else {
+    check_smem(m.compiled);
+    m.loaded = load_cubin(b.cubin, m.compiled);
+  }
+  try {
+    // Over 48 KB of dynamic shared memory must be opted into per function (CUDA Programming Guide).
+    if (m.compiled.shared_bytes > 48 * 1024)
+      cu::check(d.cuFuncSetAttribute(m.loaded.function, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     m.compiled.shared_bytes),
+                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    cu::check(d.cuFuncGetAttribute(&m.registers, cu::CU_FUNC_ATTRIBUTE_NUM_REGS, m.loaded.function),
+              "cuFuncGetAttribute");
+    cu::check(d.cuFuncGetAttribute(&m.spill_bytes, cu::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, m.loaded.function),
+              "cuFuncGetAttribute");
+    if (std::string dir = opts.dump_dir ? *opts.dump_dir : knob::get("FLASHJIT_DUMP_DIR"); !dir.empty()) {
+      write_file_atomic(dir + "/" + m.compiled.key + "/cubin.cubin", m.loaded.cubin);
+      write_file_atomic(dir + "/" + m.compiled.key + "/module.txt", m.loaded.jit_log + "\n");
+    }
+  } catch (...) {
+    unload_module(ctx, m.loaded);
+    throw;
+  }
+  log::info("loaded " + m.compiled.key + " (" + m.compiled.config.str() + ") on " + info.name + ": " +
+            std::to_string(m.registers) + " registers, " + std::to_string(m.spill_bytes) +
+            " bytes local memory; compile cache " + m.cache_status +
+            (b.linked ? ", cuLink " + std::to_string(m.loaded.link_ms) + " ms" : "") + ", load " +
+            std::to_string(m.loaded.load_ms) + " ms");
+  return m;
+}
+
+std::string binary_fingerprint(const std::string& cubin, const CompiledKernel& c) {
+  std::string s = cubin;
+  const std::string map = c.map_entry;
+  if (!map.empty()) replace_all(s, map, std::string(map.size(), '#'));
+  replace_all(s, c.entry, std::string(c.entry.size(), '#'));
+  replace_all(s, c.key, std::string(c.key.size(), '#'));
+  return autotune::sha256_hex(s);
+}
+
+}  // namespace rt
+}  // namespace flashjit

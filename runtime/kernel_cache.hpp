@@ -1,0 +1,109 @@
+// The compile cache in the compile path (issue 5, DESIGN §6): spec + tile config + device →
+// PTX + cubin + launch metadata, from <cache_dir>/kernels/ when the key matches (LLVM does not run),
+// else compiled (LLVM → PTX, then the driver's cuLink → cubin) and stored. Runtime::compile and the
+// autotuner both come through here; autotune/compile_cache.hpp is the storage underneath.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "flashjit/flashjit.hpp"
+#include "runtime/context.hpp"
+#include "runtime/module.hpp"
+
+namespace flashjit::rt {
+
+// ---- where the caches live -----------------------------------------------------------------------
+
+// A process-wide replacement for the cache root (tests, embedders that manage their own folders);
+// "" restores the default, flashjit::cache_dir() (FLASHJIT_CACHE_DIR, XDG, ~/.cache). Knobs are read
+// once per process, so this is the way to point one process at another folder after start-up.
+FLASHJIT_API void set_cache_root(const std::string& root);
+// The override when set, else flashjit::cache_dir().
+FLASHJIT_API std::string cache_root();
+// FLASHJIT_CACHE_MAX_BYTES parsed (Error(usage) naming the knob when it is not a size).
+FLASHJIT_API uint64_t compile_cache_max_bytes();
+
+// The template version of compiler/pipeline.cpp (kTemplateVersion), part of every cache key; null
+// while the INTEGRATION.md edit that exports it is not applied, and then the cache is bypassed
+// (a key without it would survive template changes and serve stale code).
+const char* template_version_if_known();
+
+// ---- the compile step with the cache -------------------------------------------------------------
+
+struct KernelCacheSettings {
+  std::string root;                   // "" → cache_root()
+  std::optional<uint64_t> max_bytes;  // empty → FLASHJIT_CACHE_MAX_BYTES
+  int driver_version = 0;             // part of the key; 0 = no driver (entries hold PTX only)
+  bool enabled = true;                // false: compile, never read or write the cache
+};
+
+// What the driver step produced for a freshly compiled kernel (the cubin is what gets cached).
+struct LinkResult {
+  std::string cubin;
+  int registers = -1, spill_bytes = -1;  // -1: unknown
+};
+// PTX → cubin (cuLink). Null: compile-only (no driver); entries are stored with an empty cubin.
+using Linker = std::function<LinkResult(const CompiledKernel&)>;
+
+struct KernelBuild {
+  CompiledKernel compiled;  // on a hit: no llvm_ir and no stages (LLVM did not run)
+  std::string cubin;        // empty when compile-only
+  int registers = -1, spill_bytes = -1;
+  bool cache_hit = false;
+  bool linked = false;      // the Linker ran in this call (its module may already be loaded)
+  std::string key_text;     // the full cache key ("" when bypassed)
+  std::string key_hash;     // SHA-256 of key_text: the entry's file name
+  std::string cache_status; // "hit <hash>", "miss, stored <hash>", "bypassed: FLASHJIT_OVERRIDE_DIR is set", ...
+};
+
+// The compile cache key text: flashjit version, cache format, LLVM and PTX ISA versions, arch,
+// driver version, canonical spec (name cleared: names do not change code), tile config, template
+// version. Code-changing knobs: none today (FLASHJIT_OVERRIDE_DIR bypasses the cache instead).
+FLASHJIT_API std::string compile_cache_key(const AttentionSpec& spec, const TileConfig& config, const std::string& arch,
+                                           int driver_version);
+
+// Compiles `spec` with `options` (options.arch must be set; options.config empty → the heuristic),
+// through the cache. Bypasses it (info log, says why) when an override dir is set or the template
+// version is unknown; skips the read (still stores) when a dump dir is set, so the stages get
+// dumped. A hit whose cubin is empty (stored compile-only) is linked now and rewritten. A failed
+// cache write is a warning. Errors of the compile itself (Error(spec) for an illegal config, ...)
+// propagate unchanged.
+FLASHJIT_API KernelBuild build_kernel(const AttentionSpec& spec, const CompileOptions& options,
+                                      const KernelCacheSettings& settings, const Linker& link);
+
+// Process-wide counters (tests, `flashjit info`, the docs' "what a user sees").
+struct KernelCacheCounters {
+  uint64_t hits = 0, misses = 0, stores = 0, store_failures = 0, bypasses = 0;
+  uint64_t llvm_compiles = 0;  // compile_to_ptx calls made by build_kernel
+};
+FLASHJIT_API KernelCacheCounters kernel_cache_counters();
+
+// ---- on a device ----------------------------------------------------------------------------------
+
+// One tile config of a spec, compiled (through the cache) and loaded. The caller owns `loaded`
+// (unload_module when done).
+struct CompiledModule {
+  CompiledKernel compiled;
+  LoadedModule loaded;
+  int registers = 0, spill_bytes = 0;
+  bool cache_hit = false;
+  std::string cache_status;
+};
+
+// Runtime::compile's work: compile (cache) → shared-memory check against the device's opt-in limit
+// (Error(spec)) → load → MAX_DYNAMIC_SHARED_SIZE_BYTES when over 48 KB → registers/spills → the
+// dump dir's cubin/module.txt → an info log line. Pushes `ctx` itself. `options.arch` empty → the
+// device's.
+CompiledModule compile_and_load(const Context& ctx, const AttentionSpec& spec, const CompileOptions& options);
+// cuModuleUnload in `ctx`; never throws (failures only leak).
+void unload_module(const Context& ctx, LoadedModule& loaded);
+
+// The cubin with every occurrence of the entry names replaced by a fixed string, hashed: configs
+// whose code is identical (only the symbol name, which embeds the config, differs) get equal hashes.
+std::string binary_fingerprint(const std::string& cubin, const CompiledKernel& compiled);
+
+}  // namespace flashjit::rt

@@ -1,0 +1,114 @@
+#include "templates/kernel_args.hpp"
+
+#include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/Module.h>
+
+#include "templates/forward_abi.hpp"
+
+namespace flashjit {
+
+llvm::Function* declare_kernel(llvm::Module& m, const ForwardPlan& plan, const std::string& name) {
+  auto& ctx = m.getContext();
+  auto* gptr = llvm::PointerType::get(ctx, 1);
+  auto* i32 = llvm::Type::getInt32Ty(ctx);
+  std::vector<llvm::Type*> params(kParamCount);
+  for (int i = kParamQ; i <= kParamLse; ++i) params[i] = gptr;
+  for (int i = 0; i < 12; ++i) params[kParamStrides + i] = llvm::Type::getInt64Ty(ctx);
+  params[kParamSeqQ] = params[kParamSeqKv] = params[kParamGroup] = params[kParamRangeOk] = i32;
+  params[kParamScaleLog2] = llvm::Type::getFloatTy(ctx);
+  for (const dsl::Param& p : plan.dsl.params) params.push_back(p.type == dsl::Type::F32 ? llvm::Type::getFloatTy(ctx) : i32);
+  for (size_t t = 0; t < plan.dsl.tensors.size(); ++t) params.push_back(gptr);
+  if (plan.block_map) {
+    params.push_back(gptr);  // tiles
+    params.push_back(gptr);  // counts
+  }
+  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
+  auto* fn = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, name, m);
+  fn->setCallingConv(llvm::CallingConv::PTX_Kernel);
+  for (int i = kParamQ; i <= kParamV; ++i) {
+    fn->addParamAttr(i, llvm::Attribute::NoAlias);
+    fn->addParamAttr(i, llvm::Attribute::ReadOnly);
+  }
+  fn->addParamAttr(kParamO, llvm::Attribute::NoAlias);
+  fn->addParamAttr(kParamLse, llvm::Attribute::NoAlias);
+  // Launch bounds (NVVM IR spec, "nvvm.annotations": maxntidx) let ptxas budget registers per thread.
+  llvm::NamedMDNode* ann = m.getOrInsertNamedMetadata("nvvm.annotations");
+  auto note = [&](const char* key, int value) {
+    ann->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, key),
+                                            llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, value))}));
+  };
+  note("kernel", 1);
+  note("maxntidx", plan.threads);
+  // .minnctapersm 1: without it ptxas may cap registers to fit more CTAs and spill (seen on
+  // sm_90a with ptxas 13.0: 168 registers and 16 B of spills vs 186 and none with it).
+  note("minctasm", 1);
+  return fn;
+}
+
+ExprInputs expr_inputs(tile::Emitter& e, const ForwardPlan& plan, llvm::Value* batch, llvm::Value* head,
+                       llvm::Value* head_kv) {
+  auto& B = e.b;
+  llvm::Function* fn = e.fn;
+  ExprInputs ex;
+  ex.b = batch;
+  ex.h = head;
+  ex.h_kv = head_kv;
+  ex.seq_q = fn->getArg(kParamSeqQ);
+  ex.seq_kv = fn->getArg(kParamSeqKv);
+  ex.heads_q = B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
+  llvm::Value* batches = B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z));
+  int arg = kParamCount;
+  for (size_t i = 0; i < plan.dsl.params.size(); ++i) ex.params.push_back(fn->getArg(arg++));
+  for (const dsl::TensorDecl& t : plan.dsl.tensors) {
+    ExprInputs::TensorArg ta;
+    ta.ptr = fn->getArg(arg++);
+    ta.elem = t.elem;
+    for (const dsl::Extent& d : t.dims) {
+      using K = dsl::Extent::Kind;
+      switch (d.kind) {
+        case K::Batch: ta.extents.push_back(batches); break;
+        case K::HeadsQ: ta.extents.push_back(ex.heads_q); break;
+        case K::HeadsKv: ta.extents.push_back(B.CreateUDiv(ex.heads_q, fn->getArg(kParamGroup))); break;
+        case K::SeqQ: ta.extents.push_back(ex.seq_q); break;
+        case K::SeqKv: ta.extents.push_back(ex.seq_kv); break;
+        case K::Fixed: ta.extents.push_back(e.c32(static_cast<int>(d.size))); break;
+      }
+    }
+    ex.tensors.push_back(ta);
+  }
+  return ex;
+}
+
+KvBoundsInputs kv_bounds_inputs(tile::Emitter& e, const ForwardPlan& plan, const ExprInputs& ex, llvm::Value* q_first,
+                                llvm::Value* q_last) {
+  KvBoundsInputs kb;
+  kb.q_first = q_first;
+  kb.q_last = q_last;
+  kb.b = ex.b;
+  kb.h = ex.h;
+  kb.h_kv = ex.h_kv;
+  kb.seq_q = ex.seq_q;
+  kb.seq_kv = ex.seq_kv;
+  kb.params = ex.params;
+  kb.range_ok = e.b.CreateICmpNE(e.fn->getArg(kParamRangeOk), e.c32(0));
+  return kb;
+}
+
+BlockMapRow block_map_row(tile::Emitter& e, const ForwardPlan& plan, const ExprInputs& ex, llvm::Value* q_tile) {
+  auto& B = e.b;
+  llvm::Function* fn = e.fn;
+  const unsigned n = fn->arg_size();
+  llvm::Value* tiles = fn->getArg(n - 2);
+  llvm::Value* counts = fn->getArg(n - 1);
+  const int BM = plan.config.block_m, BN = plan.config.block_n;
+  llvm::Value* q_tiles = B.CreateUDiv(B.CreateAdd(ex.seq_q, e.c32(BM - 1)), e.c32(BM));
+  llvm::Value* kv_tiles = B.CreateUDiv(B.CreateAdd(ex.seq_kv, e.c32(BN - 1)), e.c32(BN));
+  llvm::Value* map = plan.map_per_batch ? ex.b : e.c32(0);
+  if (plan.map_per_head) map = B.CreateAdd(B.CreateMul(map, ex.heads_q), ex.h);
+  llvm::Value* row = B.CreateAdd(B.CreateMul(B.CreateZExt(map, e.i64()), B.CreateZExt(q_tiles, e.i64())),
+                                 B.CreateZExt(q_tile, e.i64()));
+  return {B.CreateGEP(e.i32(), counts, row),
+          B.CreateGEP(e.i32(), tiles, B.CreateMul(row, B.CreateZExt(kv_tiles, e.i64())))};
+}
+
+}  // namespace flashjit
