@@ -30,7 +30,7 @@ FLASHJIT_API uint64_t compile_cache_max_bytes();
 // The template version of compiler/pipeline.cpp (kTemplateVersion), part of every cache key; null
 // while the INTEGRATION.md edit that exports it is not applied, and then the cache is bypassed
 // (a key without it would survive template changes and serve stale code).
-const char* template_version_if_known();
+FLASHJIT_API const char* template_version_if_known();
 
 // ---- the compile step with the cache -------------------------------------------------------------
 

@@ -188,30 +188,38 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   Value* bit3 = B.CreateAnd(B.CreateLShr(lane, 3), e.c32(1));
   Value* bit4 = B.CreateLShr(lane, 4);
   // A operand (Q): matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
-  Value* q_row = B.CreateAdd(B.CreateMul(warp, e.c32(16)), B.CreateAdd(l8, B.CreateShl(bit3, 3)));
-  auto load_q = [&](int kc) { return tile::ldmatrix_x4(e, q_tile_smem.at(e, q_row, B.CreateAdd(e.c32(2 * kc), bit4)), false); };
-  std::vector<Frag4> q_frags;
+  // Warp w owns MT m-tiles: rows 16·MT·w + 16·mt + [0, 16) of the CTA's block.
+  const int MT = plan.m_tiles;
+  Value* warp_row0 = B.CreateMul(warp, e.c32(16 * MT));
+  auto load_q = [&](int mt, int kc) {
+    Value* row = B.CreateAdd(warp_row0, B.CreateAdd(e.c32(16 * mt), B.CreateAdd(l8, B.CreateShl(bit3, 3))));
+    return tile::ldmatrix_x4(e, q_tile_smem.at(e, row, B.CreateAdd(e.c32(2 * kc), bit4)), false);
+  };
+  std::vector<std::vector<Frag4>> q_frags(MT);
   if (plan.q_in_registers)
-    for (int kc = 0; kc < plan.k_steps; ++kc) q_frags.push_back(load_q(kc));
+    for (int mt = 0; mt < MT; ++mt)
+      for (int kc = 0; kc < plan.k_steps; ++kc) q_frags[mt].push_back(load_q(mt, kc));
   // B operand from K rows (keys × d): matrices (keys 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
   Value* k_row = B.CreateAdd(l8, B.CreateShl(bit4, 3));
   // B operand from V rows with .trans (keys × d_v → k = key): (keys 0-7, n 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
   Value* v_row = B.CreateAdd(l8, B.CreateShl(bit3, 3));
 
-  // Per-thread state: rows g and g + 8 of the warp's 16.
-  llvm::AllocaInst* m[2];
-  llvm::AllocaInst* l[2];
-  for (int r = 0; r < 2; ++r) {
-    m[r] = e.var(e.f32(), "m", e.neg_inf());
-    l[r] = e.var(e.f32(), "l", e.cf(0.f));
+  // Per-thread state, per m-tile: rows g and g + 8 of its 16.
+  using Slots = std::array<llvm::AllocaInst*, 4>;
+  std::vector<std::array<llvm::AllocaInst*, 2>> m(MT), l(MT);
+  std::vector<std::vector<Slots>> o(MT, std::vector<Slots>(OT)), sacc(MT, std::vector<Slots>(NT));
+  for (int mt = 0; mt < MT; ++mt) {
+    for (int r = 0; r < 2; ++r) {
+      m[mt][r] = e.var(e.f32(), "m", e.neg_inf());
+      l[mt][r] = e.var(e.f32(), "l", e.cf(0.f));
+    }
+    for (auto& t : o[mt])
+      for (auto& x : t) x = e.var(e.f32(), "o", e.cf(0.f));
+    for (auto& t : sacc[mt])
+      for (auto& x : t) x = e.var(e.f32(), "s");
   }
-  std::vector<std::array<llvm::AllocaInst*, 4>> o(OT);
-  for (auto& t : o)
-    for (auto& x : t) x = e.var(e.f32(), "o", e.cf(0.f));
-  std::vector<std::array<llvm::AllocaInst*, 4>> sacc(NT);
-  for (auto& t : sacc)
-    for (auto& x : t) x = e.var(e.f32(), "s");
-  Value* row_g = B.CreateAdd(q_start, B.CreateAdd(B.CreateMul(warp, e.c32(16)), g));  // query of rows g; +8 for the other
+  // Query of fragment row g of m-tile mt (row g + 8 is 8 further).
+  auto row_g = [&](int mt) { return B.CreateAdd(q_start, B.CreateAdd(warp_row0, B.CreateAdd(e.c32(16 * mt), g))); };
 
   e.loop(zero, n_tiles, 1, "kv", [&](Value* j) {
     e.when(B.CreateICmpSLT(B.CreateAdd(j, e.c32(S - 1)), n_tiles), "issue", [&] { issue_kv(B.CreateAdd(j, e.c32(S - 1))); });
@@ -222,20 +230,23 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
     SmemTile ks = k_stage(stage), vs = v_stage(stage);
     Value* n0 = B.CreateMul(tile_at(j), e.c32(BN));
 
-    // S = Q Kᵀ.
-    std::vector<Acc4> s(NT, Acc4{e.cf(0.f), e.cf(0.f), e.cf(0.f), e.cf(0.f)});
+    // S = Q Kᵀ: each K fragment feeds all MT m-tiles.
+    std::vector<std::vector<Acc4>> s(MT, std::vector<Acc4>(NT, Acc4{e.cf(0.f), e.cf(0.f), e.cf(0.f), e.cf(0.f)}));
     for (int kc = 0; kc < plan.k_steps; ++kc) {
-      Frag4 qa = plan.q_in_registers ? q_frags[kc] : load_q(kc);
+      std::vector<Frag4> qa(MT);
+      for (int mt = 0; mt < MT; ++mt) qa[mt] = plan.q_in_registers ? q_frags[mt][kc] : load_q(mt, kc);
       for (int nt2 = 0; nt2 < NT / 2; ++nt2) {
         Value* row = B.CreateAdd(e.c32(16 * nt2), k_row);
         Frag4 kb = tile::ldmatrix_x4(e, ks.at(e, row, B.CreateAdd(e.c32(2 * kc), bit3)), false);
-        s[2 * nt2] = tile::mma_16816(e, dt, qa, kb[0], kb[1], s[2 * nt2]);
-        s[2 * nt2 + 1] = tile::mma_16816(e, dt, qa, kb[2], kb[3], s[2 * nt2 + 1]);
+        for (int mt = 0; mt < MT; ++mt) {
+          s[mt][2 * nt2] = tile::mma_16816(e, dt, qa[mt], kb[0], kb[1], s[mt][2 * nt2]);
+          s[mt][2 * nt2 + 1] = tile::mma_16816(e, dt, qa[mt], kb[2], kb[3], s[mt][2 * nt2 + 1]);
+        }
       }
     }
-    // Element (nt, i) of this thread: key n0 + 8·nt + 2·t4 + (i & 1), row g + 8·(i >> 1).
+    // Element (nt, i) of m-tile mt: key n0 + 8·nt + 2·t4 + (i & 1), row g + 8·(i >> 1).
     auto key_of = [&](int nt, int i) { return B.CreateAdd(n0, B.CreateAdd(e.c32(nt * 8 + (i & 1)), B.CreateShl(t4, 1))); };
-    auto row_of = [&](int i) { return B.CreateAdd(row_g, e.c32(8 * (i >> 1))); };
+    auto row_of = [&](int mt, int i) { return B.CreateAdd(row_g(mt), e.c32(8 * (i >> 1))); };
     // Expressions read q and kv clamped into range, so rows past seq_q and keys past seq_kv
     // (masked anyway) never index a tensor out of bounds.
     Value* last_q = B.CreateSub(seq_q, e.c32(1));
@@ -247,116 +258,130 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
     Value* multiplier = scale_log2;
     if (plan.score) {
       Value* scale = B.CreateFMul(scale_log2, e.cf(static_cast<float>(M_LN2)));
-      for (int nt = 0; nt < NT; ++nt)
-        for (int i = 0; i < 4; ++i) {
-          ExprInputs at = ex;
-          at.q = clamp(row_of(i), last_q);
-          at.kv = clamp(key_of(nt, i), last_kv);
-          at.score = B.CreateFMul(s[nt][i], scale);
-          s[nt][i] = B.CreateFMul(lower_expr(e, *plan.score, at), e.cf(static_cast<float>(M_LOG2E)));
-        }
+      for (int mt = 0; mt < MT; ++mt)
+        for (int nt = 0; nt < NT; ++nt)
+          for (int i = 0; i < 4; ++i) {
+            ExprInputs at = ex;
+            at.q = clamp(row_of(mt, i), last_q);
+            at.kv = clamp(key_of(nt, i), last_kv);
+            at.score = B.CreateFMul(s[mt][nt][i], scale);
+            s[mt][nt][i] = B.CreateFMul(lower_expr(e, *plan.score, at), e.cf(static_cast<float>(M_LOG2E)));
+          }
       multiplier = e.cf(1.f);
     }
-    for (int nt = 0; nt < NT; ++nt)
-      for (int i = 0; i < 4; ++i) B.CreateStore(s[nt][i], sacc[nt][i]);
+    for (int mt = 0; mt < MT; ++mt)
+      for (int nt = 0; nt < NT; ++nt)
+        for (int i = 0; i < 4; ++i) B.CreateStore(s[mt][nt][i], sacc[mt][nt][i]);
 
     // The mask runs only in tiles that are not wholly inside [full_lo, full_hi) (or flagged full).
     Value* full = tile_list ? B.CreateICmpSLT(tile_entry(j), zero)
                             : B.CreateAnd(B.CreateICmpSGE(n0, bounds.full_lo), B.CreateICmpSLE(B.CreateAdd(n0, e.c32(BN)), bounds.full_hi));
     e.when(B.CreateNot(full), "mask", [&] {
-      for (int nt = 0; nt < NT; ++nt)
-        for (int i = 0; i < 4; ++i) {
-          Value* key = key_of(nt, i);
-          Value* visible = B.CreateICmpSLT(key, seq_kv);
-          if (plan.mask) {
-            ExprInputs at = ex;
-            at.q = clamp(row_of(i), last_q);
-            at.kv = clamp(key, last_kv);
-            visible = B.CreateAnd(visible, lower_expr(e, *plan.mask, at));
+      for (int mt = 0; mt < MT; ++mt)
+        for (int nt = 0; nt < NT; ++nt)
+          for (int i = 0; i < 4; ++i) {
+            Value* key = key_of(nt, i);
+            Value* visible = B.CreateICmpSLT(key, seq_kv);
+            if (plan.mask) {
+              ExprInputs at = ex;
+              at.q = clamp(row_of(mt, i), last_q);
+              at.kv = clamp(key, last_kv);
+              visible = B.CreateAnd(visible, lower_expr(e, *plan.mask, at));
+            }
+            B.CreateStore(B.CreateSelect(visible, B.CreateLoad(e.f32(), sacc[mt][nt][i]), e.neg_inf()), sacc[mt][nt][i]);
           }
-          B.CreateStore(B.CreateSelect(visible, B.CreateLoad(e.f32(), sacc[nt][i]), e.neg_inf()), sacc[nt][i]);
-        }
     });
-    for (int nt = 0; nt < NT; ++nt)
-      for (int i = 0; i < 4; ++i) s[nt][i] = B.CreateLoad(e.f32(), sacc[nt][i]);
+    for (int mt = 0; mt < MT; ++mt)
+      for (int nt = 0; nt < NT; ++nt)
+        for (int i = 0; i < 4; ++i) s[mt][nt][i] = B.CreateLoad(e.f32(), sacc[mt][nt][i]);
 
     // Online softmax (exp2 domain, scale folded in): one FFMA and one ex2.approx per score.
-    for (int r = 0; r < 2; ++r) {
-      Value* mx = e.neg_inf();
-      for (int nt = 0; nt < NT; ++nt) mx = B.CreateMaxNum(mx, B.CreateMaxNum(s[nt][2 * r], s[nt][2 * r + 1]));
-      Value* m_old = B.CreateLoad(e.f32(), m[r]);
-      Value* m_new = B.CreateMaxNum(m_old, quad_max(e, mx));
-      Value* m_use = B.CreateSelect(B.CreateFCmpOEQ(m_new, e.neg_inf()), e.cf(0.f), m_new);
-      Value* neg_ms = B.CreateFNeg(B.CreateFMul(m_use, multiplier));
-      Value* alpha = tile::exp2_fast(e, B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {m_old, multiplier, neg_ms}));
-      Value* sum = e.cf(0.f);
-      for (int nt = 0; nt < NT; ++nt)
-        for (int c = 0; c < 2; ++c) {
-          Value*& x = s[nt][2 * r + c];
-          x = tile::exp2_fast(e, B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {x, multiplier, neg_ms}));
-          sum = B.CreateFAdd(sum, x);
-        }
-      B.CreateStore(m_new, m[r]);
-      B.CreateStore(B.CreateFAdd(B.CreateFMul(B.CreateLoad(e.f32(), l[r]), alpha), sum), l[r]);
-      for (int ot = 0; ot < OT; ++ot)
-        for (int c = 0; c < 2; ++c)
-          B.CreateStore(B.CreateFMul(B.CreateLoad(e.f32(), o[ot][2 * r + c]), alpha), o[ot][2 * r + c]);
-    }
+    for (int mt = 0; mt < MT; ++mt)
+      for (int r = 0; r < 2; ++r) {
+        Value* mx = e.neg_inf();
+        for (int nt = 0; nt < NT; ++nt) mx = B.CreateMaxNum(mx, B.CreateMaxNum(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+        Value* m_old = B.CreateLoad(e.f32(), m[mt][r]);
+        Value* m_new = B.CreateMaxNum(m_old, quad_max(e, mx));
+        Value* m_use = B.CreateSelect(B.CreateFCmpOEQ(m_new, e.neg_inf()), e.cf(0.f), m_new);
+        Value* neg_ms = B.CreateFNeg(B.CreateFMul(m_use, multiplier));
+        Value* alpha = tile::exp2_fast(e, B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {m_old, multiplier, neg_ms}));
+        Value* sum = e.cf(0.f);
+        for (int nt = 0; nt < NT; ++nt)
+          for (int c = 0; c < 2; ++c) {
+            Value*& x = s[mt][nt][2 * r + c];
+            x = tile::exp2_fast(e, B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {x, multiplier, neg_ms}));
+            sum = B.CreateFAdd(sum, x);
+          }
+        B.CreateStore(m_new, m[mt][r]);
+        B.CreateStore(B.CreateFAdd(B.CreateFMul(B.CreateLoad(e.f32(), l[mt][r]), alpha), sum), l[mt][r]);
+        for (int ot = 0; ot < OT; ++ot)
+          for (int c = 0; c < 2; ++c)
+            B.CreateStore(B.CreateFMul(B.CreateLoad(e.f32(), o[mt][ot][2 * r + c]), alpha), o[mt][ot][2 * r + c]);
+      }
 
-    // O += P V, P taken from the S accumulators as A fragments (two 8-key tiles per 16-key k-step).
-    std::vector<Acc4> oacc(OT);
-    for (int ot = 0; ot < OT; ++ot)
-      for (int i = 0; i < 4; ++i) oacc[ot][i] = B.CreateLoad(e.f32(), o[ot][i]);
+    // O += P V, P taken from the S accumulators as A fragments (two 8-key tiles per 16-key
+    // k-step); each V fragment feeds all MT m-tiles.
+    std::vector<std::vector<Acc4>> oacc(MT, std::vector<Acc4>(OT));
+    for (int mt = 0; mt < MT; ++mt)
+      for (int ot = 0; ot < OT; ++ot)
+        for (int i = 0; i < 4; ++i) oacc[mt][ot][i] = B.CreateLoad(e.f32(), o[mt][ot][i]);
     for (int kc = 0; kc < NT / 2; ++kc) {
-      const Acc4& lo = s[2 * kc];
-      const Acc4& hi = s[2 * kc + 1];
-      Frag4 pa = {tile::pack_pair_rn(e, lo[0], lo[1], dt), tile::pack_pair_rn(e, lo[2], lo[3], dt),
+      std::vector<Frag4> pa(MT);
+      for (int mt = 0; mt < MT; ++mt) {
+        const Acc4& lo = s[mt][2 * kc];
+        const Acc4& hi = s[mt][2 * kc + 1];
+        pa[mt] = {tile::pack_pair_rn(e, lo[0], lo[1], dt), tile::pack_pair_rn(e, lo[2], lo[3], dt),
                   tile::pack_pair_rn(e, hi[0], hi[1], dt), tile::pack_pair_rn(e, hi[2], hi[3], dt)};
+      }
       Value* row = B.CreateAdd(e.c32(16 * kc), v_row);
       for (int vp = 0; vp < OT / 2; ++vp) {
         Frag4 vb = tile::ldmatrix_x4(e, vs.at(e, row, B.CreateAdd(e.c32(2 * vp), bit4)), true);
-        oacc[2 * vp] = tile::mma_16816(e, dt, pa, vb[0], vb[1], oacc[2 * vp]);
-        oacc[2 * vp + 1] = tile::mma_16816(e, dt, pa, vb[2], vb[3], oacc[2 * vp + 1]);
+        for (int mt = 0; mt < MT; ++mt) {
+          oacc[mt][2 * vp] = tile::mma_16816(e, dt, pa[mt], vb[0], vb[1], oacc[mt][2 * vp]);
+          oacc[mt][2 * vp + 1] = tile::mma_16816(e, dt, pa[mt], vb[2], vb[3], oacc[mt][2 * vp + 1]);
+        }
       }
       if (OT % 2) {
         auto vb = tile::ldmatrix_x2(e, vs.at(e, row, e.c32(OT - 1)), true);
-        oacc[OT - 1] = tile::mma_16816(e, dt, pa, vb[0], vb[1], oacc[OT - 1]);
+        for (int mt = 0; mt < MT; ++mt) oacc[mt][OT - 1] = tile::mma_16816(e, dt, pa[mt], vb[0], vb[1], oacc[mt][OT - 1]);
       }
     }
-    for (int ot = 0; ot < OT; ++ot)
-      for (int i = 0; i < 4; ++i) B.CreateStore(oacc[ot][i], o[ot][i]);
+    for (int mt = 0; mt < MT; ++mt)
+      for (int ot = 0; ot < OT; ++ot)
+        for (int i = 0; i < 4; ++i) B.CreateStore(oacc[mt][ot][i], o[mt][ot][i]);
     tile::sync_threads(e);  // this stage is refilled by the next iteration's cp.async
   });
   tile::cp_async_wait(e, 0);
 
   // Epilogue: O = acc / l, LSE = ln Σ e^{score} = (m·multiplier + log2 l)·ln 2; masked rows → 0, −inf.
   Value* lse_ptr = arg(kParamLse);
-  for (int r = 0; r < 2; ++r) {
-    Value* row = B.CreateAdd(row_g, e.c32(8 * r));
-    Value* lsum = quad_sum(e, B.CreateLoad(e.f32(), l[r]));
-    Value* mrow = B.CreateLoad(e.f32(), m[r]);
-    e.when(B.CreateICmpSLT(row, seq_q), "store", [&] {
-      Value* any = B.CreateFCmpOGT(lsum, e.cf(0.f));
-      Value* inv = B.CreateSelect(any, B.CreateFDiv(e.cf(1.f), lsum), e.cf(0.f));
-      Value* row_ptr = B.CreateGEP(B.getInt16Ty(), o_base, B.CreateMul(B.CreateSExt(row, e.i64()), strides[3][1]));
-      for (int ot = 0; ot < OT; ++ot) {
-        Value* x = B.CreateFMul(B.CreateLoad(e.f32(), o[ot][2 * r]), inv);
-        Value* y = B.CreateFMul(B.CreateLoad(e.f32(), o[ot][2 * r + 1]), inv);
-        Value* col = B.CreateAdd(e.c32(ot * 8), B.CreateShl(t4, 1));
-        B.CreateAlignedStore(tile::pack_pair_rn(e, x, y, dt), B.CreateGEP(B.getInt16Ty(), row_ptr, col), llvm::Align(4));
-      }
-      Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e.ctx, 1)));
-      e.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4, zero)), "store.lse", [&] {
-        Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, plan.score ? e.cf(1.f) : scale_log2), tile::log2_fast(e, lsum));
-        Value* lse = B.CreateSelect(any, B.CreateFMul(log2_sum, e.cf(static_cast<float>(M_LN2))), e.neg_inf());
-        // LSE is [batch, heads_q, seq_q]: index ((b·H + h)·S + q) with H = gridDim.y.
-        Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(batch, e.i64()), B.CreateZExt(heads_q, e.i64())),
-                                 B.CreateZExt(head, e.i64()));
-        idx = B.CreateAdd(B.CreateMul(idx, B.CreateSExt(seq_q, e.i64())), B.CreateSExt(row, e.i64()));
-        B.CreateStore(lse, B.CreateGEP(e.f32(), lse_ptr, idx));
+  for (int mt = 0; mt < MT; ++mt)
+    for (int r = 0; r < 2; ++r) {
+      Value* row = B.CreateAdd(row_g(mt), e.c32(8 * r));
+      Value* lsum = quad_sum(e, B.CreateLoad(e.f32(), l[mt][r]));
+      Value* mrow = B.CreateLoad(e.f32(), m[mt][r]);
+      e.when(B.CreateICmpSLT(row, seq_q), "store", [&] {
+        Value* any = B.CreateFCmpOGT(lsum, e.cf(0.f));
+        Value* inv = B.CreateSelect(any, B.CreateFDiv(e.cf(1.f), lsum), e.cf(0.f));
+        Value* row_ptr = B.CreateGEP(B.getInt16Ty(), o_base, B.CreateMul(B.CreateSExt(row, e.i64()), strides[3][1]));
+        for (int ot = 0; ot < OT; ++ot) {
+          Value* x = B.CreateFMul(B.CreateLoad(e.f32(), o[mt][ot][2 * r]), inv);
+          Value* y = B.CreateFMul(B.CreateLoad(e.f32(), o[mt][ot][2 * r + 1]), inv);
+          Value* col = B.CreateAdd(e.c32(ot * 8), B.CreateShl(t4, 1));
+          B.CreateAlignedStore(tile::pack_pair_rn(e, x, y, dt), B.CreateGEP(B.getInt16Ty(), row_ptr, col), llvm::Align(4));
+        }
+        Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e.ctx, 1)));
+        e.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4, zero)), "store.lse", [&] {
+          Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, plan.score ? e.cf(1.f) : scale_log2), tile::log2_fast(e, lsum));
+          Value* lse = B.CreateSelect(any, B.CreateFMul(log2_sum, e.cf(static_cast<float>(M_LN2))), e.neg_inf());
+          // LSE is [batch, heads_q, seq_q]: index ((b·H + h)·S + q) with H = gridDim.y.
+          Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(batch, e.i64()), B.CreateZExt(heads_q, e.i64())),
+                                   B.CreateZExt(head, e.i64()));
+          idx = B.CreateAdd(B.CreateMul(idx, B.CreateSExt(seq_q, e.i64())), B.CreateSExt(row, e.i64()));
+          B.CreateStore(lse, B.CreateGEP(e.f32(), lse_ptr, idx));
+        });
       });
-    });
-  }
+    }
   B.CreateRetVoid();
   return fn;
 }

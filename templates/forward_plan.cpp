@@ -57,8 +57,9 @@ ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const s
   if (p.dsl.score) p.score = dsl::desugar(p.dsl.score, &p.dsl.tensors);
   if (c.num_warps != 1 && c.num_warps != 2 && c.num_warps != 4 && c.num_warps != 8)
     reject(c, "num_warps must be 1, 2, 4 or 8 (a CTA of at most 256 threads)");
-  if (c.block_m != 16 * c.num_warps)
-    reject(c, "block_m must be 16 × num_warps: each warp owns one 16-row mma tile of queries");
+  if (c.block_m != 16 * c.num_warps && c.block_m != 32 * c.num_warps)
+    reject(c, "block_m must be 16 or 32 × num_warps: each warp owns one or two 16-row mma tiles of queries");
+  p.m_tiles = c.block_m / (16 * c.num_warps);
   if (c.block_n != 32 && c.block_n != 64 && c.block_n != 128)
     reject(c, "block_n must be 32, 64 or 128 (pairs of 8-key mma tiles; 128 holds 64 scores per thread)");
   if (c.num_stages < 1 || c.num_stages > 4)
@@ -67,7 +68,8 @@ ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const s
   p.d_qk_pad = (spec.head_dim_qk + 63) / 64 * 64;
   p.d_v_pad = (spec.head_dim_v + 63) / 64 * 64;
   p.k_steps = (spec.head_dim_qk + 15) / 16;
-  p.q_in_registers = spec.head_dim_qk <= 128;
+  // Q fragments stay in registers when they are few (d_qk/4 per m-tile); else re-read per tile.
+  p.q_in_registers = p.m_tiles * spec.head_dim_qk <= 128;
   ForwardSmem& m = p.smem;
   m.k_stage = c.block_n * p.d_qk_pad * 2;
   m.v_stage = c.block_n * p.d_v_pad * 2;

@@ -36,6 +36,7 @@ struct ForwardPlan {
   bool block_map = false;
   bool map_per_batch = false, map_per_head = false;  // does the mask depend on b / on h, h_kv?
   int threads = 0;
+  int m_tiles = 1;                // 16-row mma tiles per warp: block_m / (16 · num_warps), 1 or 2
   int d_qk_pad = 0, d_v_pad = 0;  // shared-memory row widths (elements)
   int k_steps = 0;                // ceil(d_qk / 16): mma k-steps of S = QKᵀ
   bool q_in_registers = false;    // Q fragments loaded once (d_qk ≤ 128) or re-read per tile

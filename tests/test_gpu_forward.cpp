@@ -88,6 +88,17 @@ TEST_CASE("gpu forward: over 48 KB of shared memory (opt-in attribute) and non-d
   ref::Verdict x = run_case(rt, wide, 14);
   INFO(x.message);
   CHECK(x.ok);
+  // Two 16-row m-tiles per warp share every K and V fragment.
+  for (TileConfig two : {TileConfig{128, 32, 4, 2}, TileConfig{64, 64, 2, 3}}) {
+    Case c2;
+    c2.spec = make_spec(DType::f16, 96, 96, "causal_br");
+    c2.seq_q = 555;
+    c2.seq_kv = 1000;
+    c2.config = two;
+    ref::Verdict y = run_case(rt, c2, 16);
+    INFO(two.str() << " " << y.message);
+    CHECK(y.ok);
+  }
 }
 
 TEST_CASE("gpu forward: rows with no visible key give O = 0 and LSE = -inf and never NaN", "[gpu][forward]") {
