@@ -22,8 +22,9 @@ struct SearchSpace {
   // all (the cross product of the lists would otherwise be mostly illegal). Null: every combination.
   std::function<bool(const TileConfig&)> legal;
 };
-// The forward template's structural rule: one warp per 16 query rows (block_m = 16 × num_warps),
-// block_n ∈ {32, 64, 128}, num_stages 1-4 (templates/forward_plan.cpp, plan_forward).
+// The forward template's structural rule: each warp owns one or two 16-row m-tiles (block_m =
+// 16 or 32 × num_warps), num_warps ∈ {1, 2, 4, 8}, block_n ∈ {32, 64, 128}, num_stages 1-4
+// (templates/forward_plan.cpp, plan_forward).
 bool forward_template_legal(const TileConfig& c);
 // Defaults by head dim: larger heads get fewer wide KV tiles (their K/V tiles fill shared memory).
 // Every value is one the template accepts, and `legal` is forward_template_legal.

@@ -79,6 +79,8 @@ std::string kernel_key(const AttentionSpec& spec, const TileConfig& c, const std
 
 }  // namespace
 
+const char* template_version() { return kTemplateVersion; }
+
 CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& options) {
   CompiledKernel out;
   out.arch = options.arch.empty() ? "sm_90a" : options.arch;

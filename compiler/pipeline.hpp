@@ -8,4 +8,8 @@ namespace flashjit {
 // Stage names, in order, as dumped under FLASHJIT_DUMP_DIR/<key>/ (the runtime adds cubin, module).
 inline constexpr const char* kStages[] = {"spec", "check", "instantiate", "llvm-ir", "opt", "ptx"};
 
+// kTemplateVersion: bumped whenever a template's generated code changes; part of every cache key
+// (runtime/kernel_cache.cpp).
+const char* template_version();
+
 }  // namespace flashjit

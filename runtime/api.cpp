@@ -7,8 +7,10 @@
 #include "compiler/spec_bridge.hpp"
 #include "flashjit/flashjit.hpp"
 #include "runtime/context.hpp"
+#include "runtime/kernel_cache.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/module.hpp"
+#include "runtime/tuner.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "support/text.hpp"
@@ -27,6 +29,9 @@ struct Kernel::Impl {
   CompiledKernel compiled;
   rt::LoadedModule loaded;
   int registers = 0, spill_bytes = 0;
+  // The config per shape bucket (tuned / heuristic / given); borrows `compiled` and `loaded`,
+  // owns the modules of other configs.
+  std::unique_ptr<rt::KernelDispatch> dispatch;
   ~Impl() {
     // Destructors never throw: the driver is known loaded here, and failures only leak.
     if (!loaded.module) return;
@@ -64,29 +69,15 @@ Kernel Runtime::compile(const AttentionSpec& spec, const CompileOptions& options
   k->spec = spec;
   k->dsl = to_dsl(spec);
   if (k->dsl.mask) k->kv_range = dsl::derive_kv_range(k->dsl.mask, &k->dsl.tensors);
-  k->compiled = compile_to_ptx(spec, opts);
-  if (k->compiled.shared_bytes > info.shared_per_block_optin)
-    throw Error(ErrorKind::spec, "kernel " + k->compiled.key + " needs " + std::to_string(k->compiled.shared_bytes) +
-                                     " bytes of shared memory; " + info.name + " allows " +
-                                     std::to_string(info.shared_per_block_optin) + " per block");
-  rt::ContextGuard guard(*impl_->ctx);
-  k->loaded = rt::load_module(k->compiled.ptx, k->compiled.entry, k->compiled.map_entry);
-  const cu::Driver& d = cu::driver();
-  // Over 48 KB of dynamic shared memory must be opted into per function (CUDA Programming Guide §7.36).
-  if (k->compiled.shared_bytes > 48 * 1024)
-    cu::check(d.cuFuncSetAttribute(k->loaded.function, cu::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   k->compiled.shared_bytes),
-              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
-  cu::check(d.cuFuncGetAttribute(&k->registers, cu::CU_FUNC_ATTRIBUTE_NUM_REGS, k->loaded.function), "cuFuncGetAttribute");
-  cu::check(d.cuFuncGetAttribute(&k->spill_bytes, cu::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->loaded.function),
-            "cuFuncGetAttribute");
-  if (std::string dir = opts.dump_dir ? *opts.dump_dir : knob::get("FLASHJIT_DUMP_DIR"); !dir.empty()) {
-    write_file_atomic(dir + "/" + k->compiled.key + "/cubin.cubin", k->loaded.cubin);
-    write_file_atomic(dir + "/" + k->compiled.key + "/module.txt", k->loaded.jit_log + "\n");
-  }
-  log::info("loaded " + k->compiled.key + " on " + info.name + ": " + std::to_string(k->registers) + " registers, " +
-            std::to_string(k->spill_bytes) + " bytes local memory, cuLink " + std::to_string(k->loaded.link_ms) +
-            " ms, load " + std::to_string(k->loaded.load_ms) + " ms");
+  // Compile cache → (on a miss) LLVM + cuLink → loaded, registers/spills, dumps, the "loaded" log line.
+  rt::CompiledModule m = rt::compile_and_load(*impl_->ctx, spec, opts);
+  k->compiled = std::move(m.compiled);
+  k->loaded = m.loaded;
+  k->registers = m.registers;
+  k->spill_bytes = m.spill_bytes;
+  k->dispatch = std::make_unique<rt::KernelDispatch>(
+      k->ctx, spec, opts, rt::DispatchOptions{opts.autotune, opts.tune_on_first_use, opts.tune_deadline_s},
+      &k->compiled, &k->loaded);
   Kernel kernel;
   kernel.impl_ = k;
   return kernel;
@@ -106,9 +97,11 @@ struct BlockMap::Impl {
 namespace {
 
 // What a block map depends on besides tensor contents: sizes and param values.
-std::vector<uint64_t> map_key(const ForwardArgs& a, const rt::ForwardLaunch& launch, size_t params) {
+std::vector<uint64_t> map_key(const ForwardArgs& a, const rt::ForwardLaunch& launch, size_t params,
+                              const TileConfig& tile) {
+  // The tile config too: the map lists block_n-wide key tiles per block_m-high query tile.
   std::vector<uint64_t> key = {uint64_t(a.batch), uint64_t(a.seq_q), uint64_t(a.seq_kv), uint64_t(a.heads_q),
-                               uint64_t(a.heads_kv)};
+                               uint64_t(a.heads_kv), uint64_t(tile.block_m), uint64_t(tile.block_n)};
   key.insert(key.end(), launch.extra.begin(), launch.extra.begin() + params);
   return key;
 }
@@ -131,14 +124,17 @@ void Kernel::forward(const ForwardArgs& args) const {
   rt::ForwardLaunch launch;
   rt::pack_forward(k.dsl, k.dsl.mask ? &k.kv_range : nullptr, args, launch);
   if (args.batch == 0 || args.seq_q == 0) return;  // an empty output: nothing to write
-  const CompiledKernel& c = k.compiled;
+  // This shape bucket's kernel: tuned (tuning cache, or tuned now), heuristic, or the given config.
+  const rt::KernelDispatch::Choice pick = k.dispatch->select(args);
+  const CompiledKernel& c = *pick.compiled;
+  const rt::LoadedModule& loaded = *pick.loaded;
   const auto grid_x = static_cast<unsigned>((args.seq_q + c.config.block_m - 1) / c.config.block_m);
   auto stream = static_cast<cu::CUstream>(args.stream);
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
   auto launch_on = [&](cu::CUfunction f, const char* what) {
     cu::check(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(args.heads_q), static_cast<unsigned>(args.batch),
-                               static_cast<unsigned>(c.threads), 1, 1, f == k.loaded.function ? c.shared_bytes : 0,
+                               static_cast<unsigned>(c.threads), 1, 1, f == loaded.function ? c.shared_bytes : 0,
                                stream, launch.slots.data(), nullptr),
               what);
   };
@@ -149,7 +145,7 @@ void Kernel::forward(const ForwardArgs& args) const {
   if (!c.map_entry.empty()) {
     if (args.block_map) {
       const BlockMap::Impl* m = args.block_map->impl();
-      if (!m || m->kernel != &k || m->key != map_key(args, launch, k.dsl.params.size()))
+      if (!m || m->kernel != &k || m->key != map_key(args, launch, k.dsl.params.size(), c.config))
         throw Error(ErrorKind::usage, "forward: block_map was built for another kernel, sizes or params; "
                                       "build it with this kernel's build_block_map for these arguments");
       tiles = reinterpret_cast<cu::CUdeviceptr>(m->tiles.data());
@@ -162,16 +158,16 @@ void Kernel::forward(const ForwardArgs& args) const {
     }
     launch.slots.push_back(&tiles);
     launch.slots.push_back(&counts);
-    if (own_map) launch_on(k.loaded.map_function, "cuLaunchKernel(block map pre-pass)");
+    if (own_map) launch_on(loaded.map_function, "cuLaunchKernel(block map pre-pass)");
   } else if (args.block_map) {
     throw Error(ErrorKind::usage, "forward: block_map given, but this kernel's mask has an exact closed form and no block map");
   }
   if (log::enabled(log::Level::info))
     log::info("launch " + c.key + " grid " + std::to_string(grid_x) + "x" + std::to_string(args.heads_q) + "x" +
               std::to_string(args.batch) + " block " + std::to_string(c.threads) + " smem " +
-              std::to_string(c.shared_bytes) + " config " + c.config.str() + " (" + c.config_reason + ")" +
+              std::to_string(c.shared_bytes) + " config " + c.config.str() + " (" + *pick.why + ")" +
               (c.map_entry.empty() ? "" : own_map ? " + block map built now" : " + caller's block map"));
-  launch_on(k.loaded.function, "cuLaunchKernel(attention forward)");
+  launch_on(loaded.function, "cuLaunchKernel(attention forward)");
   if (own_map) {
     cu::check(d.cuMemFreeAsync(tiles, stream), "cuMemFreeAsync(block map)");
     cu::check(d.cuMemFreeAsync(counts, stream), "cuMemFreeAsync(block map)");
@@ -180,7 +176,8 @@ void Kernel::forward(const ForwardArgs& args) const {
 
 BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
   const Impl& k = *impl_;
-  const CompiledKernel& c = k.compiled;
+  const rt::KernelDispatch::Choice pick = k.dispatch->select(args);  // the config forward() will use
+  const CompiledKernel& c = *pick.compiled;
   if (c.map_entry.empty())
     throw Error(ErrorKind::usage, "build_block_map: the mask of kernel " + c.key +
                                       " has an exact closed form; it needs no block map");
@@ -188,7 +185,7 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
   rt::pack_forward(k.dsl, k.dsl.mask ? &k.kv_range : nullptr, args, launch);
   auto m = std::make_shared<BlockMap::Impl>();
   m->kernel = &k;
-  m->key = map_key(args, launch, k.dsl.params.size());
+  m->key = map_key(args, launch, k.dsl.params.size(), c.config);
   MapShape shape = map_shape(c, args);
   // DeviceBuffer needs the runtime's context; reuse the kernel's through a Runtime view.
   rt::ContextGuard guard(*k.ctx);
@@ -210,7 +207,7 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
     launch.slots.push_back(&tiles);
     launch.slots.push_back(&counts);
     const auto grid_x = static_cast<unsigned>((args.seq_q + c.config.block_m - 1) / c.config.block_m);
-    cu::check(d.cuLaunchKernel(k.loaded.map_function, grid_x, static_cast<unsigned>(args.heads_q),
+    cu::check(d.cuLaunchKernel(pick.loaded->map_function, grid_x, static_cast<unsigned>(args.heads_q),
                                static_cast<unsigned>(args.batch), static_cast<unsigned>(c.threads), 1, 1, 0,
                                static_cast<cu::CUstream>(args.stream), launch.slots.data(), nullptr),
               "cuLaunchKernel(block map pre-pass)");

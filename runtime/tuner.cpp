@@ -335,13 +335,18 @@ autotune::SearchSpace search_space_for(const AttentionSpec& spec) {
   if (!spec.tune.block_n.empty()) s.block_n = spec.tune.block_n;
   if (!spec.tune.num_warps.empty()) s.num_warps = spec.tune.num_warps;
   if (!spec.tune.num_stages.empty()) s.num_stages = spec.tune.num_stages;
-  // The spec narrowed block_m or num_warps only: derive the other (block_m = 16 × num_warps).
+  // The spec narrowed block_m or num_warps only: derive the other (block_m = 16 or 32 × num_warps).
+  auto add = [](std::vector<int>& v, int x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+  };
   if (!spec.tune.block_m.empty() && spec.tune.num_warps.empty()) {
     s.num_warps.clear();
-    for (int bm : s.block_m) s.num_warps.push_back(std::max(1, bm / 16));
+    for (int bm : s.block_m)
+      for (int w : {bm / 16, bm / 32})
+        if (w == 1 || w == 2 || w == 4 || w == 8) add(s.num_warps, w);
   } else if (spec.tune.block_m.empty() && !spec.tune.num_warps.empty()) {
     s.block_m.clear();
-    for (int w : s.num_warps) s.block_m.push_back(16 * w);
+    for (int w : s.num_warps) add(s.block_m, 16 * w), add(s.block_m, 32 * w);
   }
   s.legal = autotune::forward_template_legal;
   return s;

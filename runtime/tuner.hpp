@@ -32,7 +32,7 @@ FLASHJIT_API autotune::TuningKey tuning_key(const AttentionSpec& spec, int64_t b
                                             int64_t seq_kv);
 
 // The search space: the spec's `tune` section where it gives a list, the head dim's defaults for
-// the rest; always with the template's structural rule (block_m = 16 × num_warps).
+// the rest; always with the template's structural rule (block_m = 16 or 32 × num_warps).
 FLASHJIT_API autotune::SearchSpace search_space_for(const AttentionSpec& spec);
 
 // A stored tuning for (device, spec, shape bucket): the tuning cache, memoised per process (a

@@ -22,7 +22,7 @@ namespace flashjit::knob {
   X("FLASHJIT_CACHE_MAX_BYTES", "string", "1GiB", "",                                              \
     "bound of the compiled-kernel cache; bytes or K/M/G/T (binary); least recently used evicted")   \
   X("FLASHJIT_AUTOTUNE", "enum", "off", "off|quick|full",                                          \
-    "autotuning mode; only 'off' (the heuristic table) exists until the autotuner lands")
+    "autotuning: off = heuristic table; quick/full = stored tunings, else tune each shape bucket on first use")
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {

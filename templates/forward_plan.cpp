@@ -24,18 +24,27 @@ int max_shared_bytes(const std::string& arch) {
 }  // namespace
 
 TileConfig heuristic_config(const AttentionSpec& spec, std::string* reason) {
-  // One warp owns 16 query rows (one m16 tile). Per thread: S is block_n/2 f32, O is d_v/4 f32,
-  // and Q fragments d_qk/4 b32 when kept in registers (d_qk ≤ 128): block_n 64 keeps d = 128
-  // near 160 registers. Two cp.async stages overlap the next K/V tile with this tile's math.
+  // Measured on the H200 (docs/perf-notes.md §3, bf16, 4k, batch 4, hidden 2048): d ≤ 64 gains
+  // ~10% from two m-tiles per warp (each K/V fragment feeds 4 mma); d = 128 is best with one
+  // m-tile and 64-key tiles (Q stays in registers); d > 128 is best with one stage, whose 64 KB
+  // of shared memory lets 3 CTAs share an SM (two stages: 98 KB, 2 CTAs, 13% slower).
   const int d = std::max(spec.head_dim_qk, spec.head_dim_v);
   TileConfig c;
   c.num_warps = 4;
-  c.block_m = 64;
-  c.block_n = d <= 128 ? 64 : 32;
-  c.num_stages = 2;
-  if (reason)
-    *reason = "heuristic table (FLASHJIT_AUTOTUNE=off): d=" + std::to_string(d) + " → 4 warps × 16 rows, block_n " +
-              std::to_string(c.block_n) + ", 2 stages";
+  if (d <= 64) {
+    c.block_m = 128;
+    c.block_n = 64;
+    c.num_stages = 2;
+  } else if (d <= 128) {
+    c.block_m = 64;
+    c.block_n = 64;
+    c.num_stages = 2;
+  } else {
+    c.block_m = 64;
+    c.block_n = 32;
+    c.num_stages = 1;
+  }
+  if (reason) *reason = "heuristic table (FLASHJIT_AUTOTUNE=off) for d=" + std::to_string(d) + ": " + c.str();
   return c;
 }
 

@@ -194,7 +194,7 @@ TEST_CASE("tune: search spaces hold only configs the template can build", "[tune
             TileConfig c{bm, bn, w, st};
             if (!space.legal(c)) continue;
             ++legal;
-            CHECK(c.block_m == 16 * c.num_warps);
+            CHECK((c.block_m == 16 * c.num_warps || c.block_m == 32 * c.num_warps));
             CompileOptions o;
             o.arch = "sm_90a";
             o.config = c;
@@ -211,7 +211,7 @@ TEST_CASE("tune: search spaces hold only configs the template can build", "[tune
   t.tune.num_stages = {3};
   autotune::SearchSpace narrowed = rt::search_space_for(t);
   CHECK(narrowed.block_m == std::vector<int>{64});
-  CHECK(narrowed.num_warps == std::vector<int>{4});  // derived: block_m = 16 × num_warps
+  CHECK(narrowed.num_warps == std::vector<int>{4, 2});  // derived: block_m = 16 or 32 × num_warps
   CHECK(narrowed.num_stages == std::vector<int>{3});
 }
 

@@ -5,6 +5,7 @@
 #include "compiler/dsl/check_command.hpp"
 #include "tools/cli.hpp"
 #include "tools/cli_cache.hpp"
+#include "tools/cli_tune.hpp"
 
 namespace {
 
@@ -17,6 +18,7 @@ const char* kHelp =
     "  compile SPEC              compile a spec to LLVM IR or PTX (--emit llvm|ptx, --arch, --config, -o)\n"
     "  run [SPEC]                compile, run on random inputs, verify against the fp64 reference, time it\n"
     "                            (no SPEC: the built-in default, bf16 d=128 causal)\n"
+    "  tune SPEC --shapes BxHxSqxSkv,...     autotune the tile config per shape and store it (--mode quick|full)\n"
     "  cache list|show|clear|export|import   the on-disk kernel and tuning caches\n"
     "\n"
     "`flashjit <command> --help` describes each. Exit codes: 0 ok, 1 failure, 2 usage or spec error,\n"
@@ -42,6 +44,7 @@ int main(int argc, char** argv) {
     if (cmd == "compile") return cmd_compile(argc, argv);
     if (cmd == "run") return cmd_run(argc, argv);
     if (cmd == "cache") return cmd_cache(argc, argv);
+    if (cmd == "tune") return cmd_tune(argc, argv);
     std::cerr << "flashjit: unknown command '" << cmd << "'\n\n" << kHelp;
     return kUsage;
   } catch (const flashjit::Error& e) {

@@ -107,6 +107,11 @@ struct CompileOptions {
   std::optional<TileConfig> config;      // empty: the heuristic table picks one
   std::optional<std::string> dump_dir;       // empty: FLASHJIT_DUMP_DIR
   std::optional<std::string> override_dir;   // empty: FLASHJIT_OVERRIDE_DIR
+  // Autotuning (Runtime::compile; docs/autotune.md). Without `config`, Kernel::forward picks a tile
+  // config per shape bucket: a stored tuning, else (mode quick|full) one tuned on first use.
+  std::optional<std::string> autotune;     // "off" | "quick" | "full"; empty: FLASHJIT_AUTOTUNE
+  bool tune_on_first_use = true;           // false: use stored tunings only, never tune inside forward()
+  std::optional<double> tune_deadline_s;   // per bucket: stop timing after this, the best so far wins
 };
 
 // One stage's output, as written to FLASHJIT_DUMP_DIR.
