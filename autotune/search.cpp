@@ -126,27 +126,31 @@ SearchResult run_search(const SearchSpace& space, const SearchOptions& options, 
     clock = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
   const double start = clock();
 
-  // 1. Enumerate and prune: the resource model rejects what cannot run before anything is timed.
+  // 1. Enumerate; 2. prune and select. The resource model (which may compile a config to read its
+  //    spills) rejects what cannot run before anything is timed. Full mode prunes everything and
+  //    keeps all survivors; quick mode walks the configs nearest the heuristic first (the heuristic
+  //    itself leads, as the baseline) and prunes only until it has its handful of survivors, so
+  //    a quick tune compiles a few configs, not the whole space.
   std::vector<Candidate> all = enumerate(space, options.heuristic);
-  for (Candidate& c : all) {
-    if (!cb.prune) continue;
+  auto prune = [&](Candidate& c) {
+    if (!cb.prune) return;
     try {
       if (auto why = cb.prune(c.config)) c.status = Status::pruned, c.note = *why;
     } catch (const std::exception& e) {
       c.status = Status::pruned, c.note = std::string("resource model failed: ") + e.what();
     }
-  }
-
-  // 2. Select: the heuristic first (the baseline the result is compared with), then all (full) or
-  //    the nearest neighbours (quick).
-  std::vector<size_t> order;
-  for (size_t i = 0; i < all.size(); ++i)
-    if (all[i].status != Status::pruned) order.push_back(i);
-  if (options.mode == TuneMode::quick) {
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  };
+  std::vector<size_t> walk(all.size());
+  for (size_t i = 0; i < all.size(); ++i) walk[i] = i;
+  if (options.mode == TuneMode::quick)
+    std::stable_sort(walk.begin(), walk.end(), [&](size_t a, size_t b) {
       return distance(all[a].config, options.heuristic) < distance(all[b].config, options.heuristic);
     });
-    if (order.size() > options.quick_candidates) order.resize(options.quick_candidates);
+  std::vector<size_t> order;
+  for (size_t i : walk) {
+    if (options.mode == TuneMode::quick && order.size() >= options.quick_candidates) break;
+    prune(all[i]);
+    if (all[i].status != Status::pruned) order.push_back(i);
   }
   std::vector<Candidate> selected;
   for (size_t i : order) selected.push_back(all[i]);

@@ -103,15 +103,7 @@ CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& o
     plan.entry = "flashjit_fwd_" + out.key;
     return plan.describe() + "\nreason: " + reason + "\n";
   });
-  out.entry = plan.entry;
-  out.description = plan.describe();
-  if (plan.block_map) {
-    out.map_entry = plan.entry + "_blockmap";
-    out.map_per_batch = plan.map_per_batch;
-    out.map_per_head = plan.map_per_head;
-  }
-  out.threads = plan.threads;
-  out.shared_bytes = plan.shared_bytes;
+  record_plan(plan, out);
 
   // instantiate + llvm-ir: the template writes the kernel into a private context and module.
   llvm::LLVMContext ctx;

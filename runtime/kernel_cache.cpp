@@ -54,17 +54,9 @@ CompiledKernel describe_hit(const AttentionSpec& spec, const TileConfig& config,
   out.arch = arch;
   out.config = config;
   out.config_reason = reason;
-  out.entry = a.entry;
   out.key = a.entry.rfind(kEntryPrefix, 0) == 0 ? a.entry.substr(std::string(kEntryPrefix).size()) : a.entry;
   plan.entry = a.entry;
-  out.description = plan.describe();
-  if (plan.block_map) {
-    out.map_entry = plan.entry + "_blockmap";
-    out.map_per_batch = plan.map_per_batch;
-    out.map_per_head = plan.map_per_head;
-  }
-  out.threads = plan.threads;
-  out.shared_bytes = plan.shared_bytes;
+  record_plan(plan, out);
   out.ptx = a.ptx;
   if (out.threads != a.threads || out.shared_bytes != a.shared_bytes)
     throw Error(ErrorKind::internal, "internal error: compile cache entry for " + out.key + " says " +

@@ -93,6 +93,16 @@ ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const s
   return p;
 }
 
+void record_plan(const ForwardPlan& plan, CompiledKernel& out) {
+  out.entry = plan.entry;
+  out.description = plan.describe();
+  out.map_entry = plan.block_map ? plan.entry + "_blockmap" : "";
+  out.map_per_batch = plan.block_map && plan.map_per_batch;
+  out.map_per_head = plan.block_map && plan.map_per_head;
+  out.threads = plan.threads;
+  out.shared_bytes = plan.shared_bytes;
+}
+
 std::string ForwardPlan::describe() const {
   std::ostringstream s;
   s << "attention_fwd/mma16816 " << (spec.dtype == DType::f16 ? "fp16" : "bf16") << " d=" << spec.head_dim_qk;

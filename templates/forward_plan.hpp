@@ -49,6 +49,10 @@ struct ForwardPlan {
 // The heuristic table used until the autotuner lands (DESIGN §6, FLASHJIT_AUTOTUNE=off).
 TileConfig heuristic_config(const AttentionSpec& spec, std::string* reason);
 
+// Copies what the runtime needs to launch `plan` (entry points, block-map layout, threads,
+// shared memory, description) into `out`: one place for a fresh compile and a cache hit alike.
+void record_plan(const ForwardPlan& plan, CompiledKernel& out);
+
 // Throws Error(spec) naming the violated limit when `config` cannot be built for `spec` on `arch`.
 ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& config, const std::string& reason,
                          const std::string& arch);

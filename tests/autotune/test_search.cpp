@@ -304,4 +304,28 @@ TEST_CASE("a search result becomes a tuning entry with the runner-up table", "[a
   CHECK_THROWS_AS(tuning_entry_from(run_search(kSpace, o, gpu.callbacks()), "x"), Error);
 }
 
+TEST_CASE("search quick: the resource model runs only until the handful of candidates is found", "[autotune][search]") {
+  // Pruning may compile a config (to read its spills): quick mode must not pay that for the
+  // whole space. Here 128-key tiles "spill"; quick visits nearest-first and stops at 6 survivors.
+  FakeGpu gpu;
+  SearchCallbacks cb = gpu.callbacks();
+  std::vector<std::string> asked;
+  cb.prune = [&](const TileConfig& c) -> std::optional<std::string> {
+    asked.push_back(config_name(c));
+    if (c.block_n == 128) return std::string("spills 64 bytes");
+    return std::nullopt;
+  };
+  SearchResult quick = run_search(kSpace, gpu.options(TuneMode::quick), cb);
+  CHECK(quick.selected == 6);
+  CHECK(asked.size() < 24);
+  CHECK(asked.front() == "bm64_bn64_w4_s2");  // the heuristic is the first one checked
+  size_t pruned = 0;
+  for (const Candidate& c : quick.candidates) pruned += c.status == Candidate::Status::pruned;
+  CHECK(asked.size() == quick.selected + pruned);  // every check is a survivor or a reported prune
+  asked.clear();
+  SearchResult full = run_search(kSpace, gpu.options(TuneMode::full), cb);
+  CHECK(asked.size() == 24);  // full mode checks the whole space
+  CHECK(full.selected == 16);
+}
+
 }  // namespace flashjit::autotune::test
