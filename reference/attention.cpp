@@ -76,16 +76,7 @@ class Semantics {
 
  private:
   int64_t extent(const dsl::Extent& e) const {
-    using K = dsl::Extent::Kind;
-    switch (e.kind) {
-      case K::Batch: return p_.batch;
-      case K::HeadsQ: return p_.heads_q;
-      case K::HeadsKv: return p_.heads_kv;
-      case K::SeqQ: return p_.seq_q;
-      case K::SeqKv: return p_.seq_kv;
-      case K::Fixed: return e.size;
-    }
-    return 0;
+    return dsl::extent_size(e, {p_.batch, p_.heads_q, p_.heads_kv, p_.seq_q, p_.seq_kv});
   }
   dsl::Env env(int64_t b, int64_t h, int64_t q, int64_t kv, float s) const {
     dsl::Env e;
@@ -292,16 +283,16 @@ double visible_fraction(const Problem& p) {
 void fill_spec_tensors(Problem& p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   p.tensors.clear();
-  for (const TensorDecl& t : p.spec.tensors) {
+  const dsl::Spec spec = to_dsl(p.spec);  // the declared dims, parsed and checked once
+  for (const dsl::TensorDecl& t : spec.tensors) {
     HostTensor h;
     h.name = t.name;
     int64_t n = 1, last = 1;
-    for (const std::string& d : t.dims) {
-      last = d == "batch" ? p.batch : d == "heads_q" ? p.heads_q : d == "heads_kv" ? p.heads_kv
-           : d == "seq_q" ? p.seq_q : d == "seq_kv" ? p.seq_kv : std::stoll(d);
+    for (const dsl::Extent& d : t.dims) {
+      last = dsl::extent_size(d, {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv});
       n *= last;
     }
-    if (t.type == ScalarType::i32) {
+    if (t.elem == dsl::Type::I32) {
       std::vector<int64_t> cuts;
       std::uniform_int_distribution<int64_t> pos(0, std::max<int64_t>(last - 1, 0));
       for (int i = 0; i < 7; ++i) cuts.push_back(pos(rng));

@@ -30,15 +30,7 @@ void check_tensor(const char* name, const Tensor& t) {
 
 // Extent of one tensor dimension at this launch.
 int64_t extent_of(const dsl::Extent& d, const ForwardArgs& a) {
-  switch (d.kind) {
-    case dsl::Extent::Kind::Batch: return a.batch;
-    case dsl::Extent::Kind::HeadsQ: return a.heads_q;
-    case dsl::Extent::Kind::HeadsKv: return a.heads_kv;
-    case dsl::Extent::Kind::SeqQ: return a.seq_q;
-    case dsl::Extent::Kind::SeqKv: return a.seq_kv;
-    case dsl::Extent::Kind::Fixed: return d.size;
-  }
-  return 0;
+  return dsl::extent_size(d, {a.batch, a.heads_q, a.heads_kv, a.seq_q, a.seq_kv});
 }
 
 std::string names_of(const std::vector<std::string>& v) {

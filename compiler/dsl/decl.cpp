@@ -19,4 +19,16 @@ std::optional<Extent::Kind> extent_kind_from_name(std::string_view s) {
   return std::nullopt;
 }
 
+int64_t extent_size(const Extent& e, const LaunchSizes& s) {
+  switch (e.kind) {
+    case Extent::Kind::Batch: return s.batch;
+    case Extent::Kind::HeadsQ: return s.heads_q;
+    case Extent::Kind::HeadsKv: return s.heads_kv;
+    case Extent::Kind::SeqQ: return s.seq_q;
+    case Extent::Kind::SeqKv: return s.seq_kv;
+    case Extent::Kind::Fixed: return e.size;
+  }
+  return 0;
+}
+
 }  // namespace flashjit::dsl

@@ -31,6 +31,12 @@ struct Extent {
 };
 
 std::string extent_name(const Extent& e);  // "seq_kv" or "16"
+
+// The launch sizes a symbolic extent names; an extent's size at one launch.
+struct LaunchSizes {
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_kv = 0;
+};
+int64_t extent_size(const Extent& e, const LaunchSizes& sizes);
 std::optional<Extent::Kind> extent_kind_from_name(std::string_view s);
 const std::vector<std::string>& extent_names();
 
