@@ -165,6 +165,8 @@ class Bench {
     return m;
   }
 
+  static constexpr int kMaxTunedSpillBytes = 64;
+
   // The resource model: template limits, shared memory, then registers/spills from the driver.
   std::optional<std::string> prune(const TileConfig& c) {
     const DeviceInfo& info = ctx_.info;
@@ -180,7 +182,12 @@ class Bench {
     std::string why;
     const Kernel* k = kernel(c, &why);
     if (!k) return "does not compile: " + why;
-    if (k->spill_bytes() > 0) return "spills " + std::to_string(k->spill_bytes()) + " bytes";
+    // A few spilled registers stay in L1 and can cost less than what the config gains: on the
+    // H200, bm128_bn64_w4_s2 at d=128 spills 24 B and runs 8% faster than any spill-free config
+    // (docs/perf-notes.md §4). Larger spills are pruned untimed; small ones are measured.
+    if (k->spill_bytes() > kMaxTunedSpillBytes)
+      return "spills " + std::to_string(k->spill_bytes()) + " bytes (more than the " +
+             std::to_string(kMaxTunedSpillBytes) + " a tuned config may)";
     if (int64_t(k->registers()) * plan.threads > 65536)
       return std::to_string(k->registers()) + " registers × " + std::to_string(plan.threads) +
              " threads exceed the 65536 registers of an SM";
@@ -543,7 +550,7 @@ int run_tune_command(const std::vector<std::string>& args, std::ostream& out, st
       out << "]\n";
     } else {
       out << std::left << std::setw(22) << "shape" << std::setw(34) << "bucket" << std::setw(18) << "tuned"
-          << std::setw(20) << "median [p20,p80] ms" << std::setw(18) << "  heuristic" << std::setw(10) << "ms"
+          << std::setw(20) << "median [p20,p80] ms" << std::setw(20) << "  heuristic" << std::setw(10) << "ms"
           << "speedup\n";
       for (size_t i = 0; i < outcomes.size(); ++i) {
         const TuneOutcome& o = outcomes[i];
@@ -558,7 +565,7 @@ int run_tune_command(const std::vector<std::string>& args, std::ostream& out, st
         } else {
           out << std::setw(18) << "(none worked)" << std::setw(20) << "-";
         }
-        out << "  " << std::setw(16) << o.heuristic.str() << std::setw(10)
+        out << "  " << std::setw(18) << o.heuristic.str() << std::setw(10)
             << (o.heuristic_m ? ms3(o.heuristic_m->median_ms) : std::string("-"));
         if (o.result.measured && o.heuristic_m) {
           char r[32];

@@ -14,8 +14,8 @@ sweep() {  # d mask configs
   $D/flashjit run /tmp/sweep.yaml --seq 4096 --batch 4 --config "$3" >> "$L" 2>&1
 }
 for mask in none causal; do
-  sweep 64 $mask "64,64,4,2;128,64,4,2;128,32,4,2;128,64,8,2;128,128,8,2;64,128,4,2"
-  sweep 128 $mask "64,64,4,2;128,32,4,2;128,64,8,2;64,32,4,2;64,64,4,3;128,32,8,2"
-  sweep 256 $mask "64,32,4,2;64,32,4,1;128,32,8,2;64,32,4,3;32,32,2,2"
+  sweep 64 $mask "${SWEEP_64:-64,64,4,2;128,64,4,2;128,32,4,2;128,64,8,2;128,128,8,2;64,128,4,2}"
+  sweep 128 $mask "${SWEEP_128:-64,64,4,2;128,32,4,2;128,64,8,2;64,32,4,2;64,64,4,3;128,32,8,2}"
+  sweep 256 $mask "${SWEEP_256:-64,32,4,2;64,32,4,1;128,32,8,2;64,32,4,3;32,32,2,2}"
 done
 grep -E "^(===|kernel|verify|perf|config)" "$L" | sed -E 's/ \(heuristic table[^)]*\)//; s/kernel   [0-9a-f]+ attention_fwd\/mma16816 bf16 //; s/verify   (PASS|FAIL).*/verify \1/'

@@ -15,6 +15,7 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -43,16 +44,32 @@ Value* slice_offset(Emitter& e, Value* strides[3], Value* b, Value* s, Value* h)
   return B.CreateAdd(off, B.CreateMul(B.CreateZExt(h, e.i64()), strides[2]));
 }
 
-// A swizzled shared-memory tile of 16-bit elements with rows of `width` (a multiple of 64).
+// A swizzled shared-memory tile of 16-bit elements with rows of `width` (a multiple of 64):
+// 16-byte chunk c of row r lives at chunk c ^ (r % 8), so the 8 rows of one ldmatrix matrix and
+// the chunks of one cp.async wave hit distinct banks.
 struct SmemTile {
-  Value* base;  // ptr addrspace(3)
+  Value* base;  // i32 .shared address
   int width;
-  // Element pointer of 16-byte chunk `chunk` of row `row`: the chunk index is XORed with row % 8.
-  Value* at(Emitter& e, Value* row, Value* chunk) const {
+  // Byte offset of chunk `chunk` of row `row`.
+  Value* offset(Emitter& e, Value* row, Value* chunk) const {
     Value* swz = e.b.CreateXor(chunk, e.b.CreateAnd(row, e.c32(7)));
-    Value* off = e.b.CreateAdd(e.b.CreateMul(row, e.c32(width)), e.b.CreateShl(swz, 3));
-    return e.b.CreateGEP(e.b.getInt16Ty(), base, off);
+    return e.b.CreateShl(e.b.CreateAdd(e.b.CreateMul(row, e.c32(width)), e.b.CreateShl(swz, 3)), 1);
   }
+};
+
+// The addresses of one warp-wide fragment access, row = R + r and chunk = 2c + bit, with R (a
+// multiple of 8) and c compile-time constants and r, bit per thread. R keeps r % 8, so the
+// swizzled chunk is 8·(c >> 2) + ((2·(c & 3) + bit) ^ (r % 8)): four per-thread byte offsets
+// (by c & 3) plus the constant 2·R·width + 128·(c >> 2), which goes into the instruction.
+struct FragAddr {
+  std::array<Value*, 4> off{};
+  int width = 0;
+  FragAddr(Emitter& e, int width_, Value* r, Value* bit) : width(width_) {
+    for (int q = 0; q < 4; ++q)
+      off[q] = SmemTile{nullptr, width}.offset(e, r, e.b.CreateAdd(e.c32(2 * q), bit));
+  }
+  Value* reg(Emitter& e, Value* base, int c) const { return e.b.CreateAdd(base, off[c & 3]); }
+  int imm(int R, int c) const { return 2 * R * width + 128 * (c >> 2); }
 };
 
 // The whole CTA copies rows [row0, row0 + rows) of a [seq, d] slice into `dst` with cp.async.
@@ -63,21 +80,59 @@ void copy_tile(Emitter& e, const SmemTile& dst, Value* src, Value* row_stride, V
   auto& B = e.b;
   const int chunks = (d + 15) / 16 * 2;
   const int total = rows * chunks;
-  for (int first = 0; first < total; first += threads) {
-    Value* idx = B.CreateAdd(tid, e.c32(first));
-    auto body = [&] {
-      Value* r = B.CreateUDiv(idx, e.c32(chunks));
-      Value* c = B.CreateURem(idx, e.c32(chunks));
-      Value* row = B.CreateAdd(row0, r);
-      Value* valid = B.CreateAnd(B.CreateICmpSLT(row, row_end), B.CreateICmpULT(c, e.c32(d / 8)));
-      Value* safe_row = B.CreateSelect(valid, row, row0);
-      Value* safe_col = B.CreateSelect(valid, B.CreateShl(c, 3), e.c32(0));
-      Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(safe_row, e.i64()), row_stride), B.CreateZExt(safe_col, e.i64()));
-      tile::cp_async_16(e, dst.at(e, r, c), B.CreateGEP(B.getInt16Ty(), src, off), valid);
-    };
-    if (first + threads <= total) body();
-    else e.when(B.CreateICmpULT(idx, e.c32(total)), "copy.tail", body);
-  }
+  // When a wave of `threads` covers whole rows (rp of them), a thread copies the same chunk of
+  // rows r0 + i·rp in every wave; its swizzle repeats every 8 rows, so one offset per distinct
+  // (i·rp) % 8 and a constant per wave address every destination.
+  const bool regular = threads % chunks == 0;
+  const int rp = threads / chunks;
+  Value* r0 = B.CreateUDiv(tid, e.c32(chunks));
+  Value* c0 = B.CreateURem(tid, e.c32(chunks));
+  std::array<Value*, 8> wave_off{};  // built here, before the branches below, so both may use them
+  for (int wave = 0; regular && wave * threads < total; ++wave)
+    if (Value*& o = wave_off[wave * rp % 8]; !o) o = dst.offset(e, B.CreateAdd(r0, e.c32(wave * rp % 8)), c0);
+  auto dst_of = [&](int wave, Value* r, Value* c, int* imm) -> Value* {
+    *imm = 0;
+    if (!regular) return B.CreateAdd(dst.base, dst.offset(e, r, c));
+    const int k = wave * rp % 8;
+    *imm = 2 * dst.width * (wave * rp - k);
+    return B.CreateAdd(dst.base, wave_off[k]);
+  };
+  auto checked = [&] {
+    for (int first = 0, wave = 0; first < total; first += threads, ++wave) {
+      auto body = [&] {
+        Value* idx = B.CreateAdd(tid, e.c32(first));
+        Value* r = regular ? B.CreateAdd(r0, e.c32(wave * rp)) : B.CreateUDiv(idx, e.c32(chunks));
+        Value* c = regular ? c0 : B.CreateURem(idx, e.c32(chunks));
+        int imm;
+        Value* dst_addr = dst_of(wave, r, c, &imm);
+        Value* row = B.CreateAdd(row0, r);
+        Value* valid = B.CreateAnd(B.CreateICmpSLT(row, row_end), B.CreateICmpULT(c, e.c32(d / 8)));
+        Value* safe_row = B.CreateSelect(valid, row, row0);
+        Value* safe_col = B.CreateSelect(valid, B.CreateShl(c, 3), e.c32(0));
+        Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(safe_row, e.i64()), row_stride), B.CreateZExt(safe_col, e.i64()));
+        tile::cp_async_16(e, dst_addr, imm, B.CreateGEP(B.getInt16Ty(), src, off), valid);
+      };
+      if (first + threads <= total) body();
+      else e.when(B.CreateICmpULT(B.CreateAdd(tid, e.c32(first)), e.c32(total)), "copy.tail", body);
+    }
+  };
+  if (!regular || d % 16 != 0) return checked();
+  // Every tile but a sequence's last lies wholly inside the tensor: no bounds checks there, and
+  // the source steps by rp rows per wave (a chain of adds, so LLVM keeps no per-wave offsets).
+  Value* inside = B.CreateICmpSLE(B.CreateAdd(row0, e.c32(rows)), row_end);
+  e.when(inside, "copy.inside", [&] {
+    Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(B.CreateAdd(row0, r0), e.i64()), row_stride),
+                             B.CreateZExt(B.CreateShl(c0, 3), e.i64()));
+    Value* p = B.CreateGEP(B.getInt16Ty(), src, off);
+    Value* step = B.CreateMul(row_stride, e.c64(rp));
+    for (int wave = 0; wave * threads < total; ++wave) {
+      if (wave) p = B.CreateGEP(B.getInt16Ty(), p, step);
+      int imm;
+      Value* dst_addr = dst_of(wave, nullptr, nullptr, &imm);
+      tile::cp_async_16(e, dst_addr, imm, p, B.getTrue());
+    }
+  });
+  e.when(B.CreateNot(inside), "copy.edge", checked);
 }
 
 Value* quad_max(Emitter& e, Value* x) {
@@ -128,16 +183,15 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   Value* q_base = base(kParamQ, 0, head);
   Value* k_base = base(kParamK, 1, head_kv);
   Value* v_base = base(kParamV, 2, head_kv);
-  Value* o_base = base(kParamO, 3, head);
 
-  Value* smem = tile::shared_base(e);
-  auto region = [&](int offset) { return B.CreateGEP(B.getInt8Ty(), smem, e.c32(offset)); };
+  Value* smem = tile::shared_u32(e, tile::shared_base(e));
+  auto region = [&](int offset) { return B.CreateAdd(smem, e.c32(offset)); };
   SmemTile q_tile_smem{region(plan.smem.q), plan.d_qk_pad};
   auto k_stage = [&](Value* s) {
-    return SmemTile{B.CreateGEP(B.getInt8Ty(), region(plan.smem.k), B.CreateMul(s, e.c32(plan.smem.k_stage))), plan.d_qk_pad};
+    return SmemTile{B.CreateAdd(region(plan.smem.k), B.CreateMul(s, e.c32(plan.smem.k_stage))), plan.d_qk_pad};
   };
   auto v_stage = [&](Value* s) {
-    return SmemTile{B.CreateGEP(B.getInt8Ty(), region(plan.smem.v), B.CreateMul(s, e.c32(plan.smem.v_stage))), plan.d_v_pad};
+    return SmemTile{B.CreateAdd(region(plan.smem.v), B.CreateMul(s, e.c32(plan.smem.v_stage))), plan.d_v_pad};
   };
 
   Value* q_start = B.CreateMul(q_tile, e.c32(BM));
@@ -191,18 +245,21 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   // Warp w owns MT m-tiles: rows 16·MT·w + 16·mt + [0, 16) of the CTA's block.
   const int MT = plan.m_tiles;
   Value* warp_row0 = B.CreateMul(warp, e.c32(16 * MT));
+  FragAddr q_addr(e, plan.d_qk_pad, B.CreateAdd(warp_row0, B.CreateAdd(l8, B.CreateShl(bit3, 3))), bit4);
   auto load_q = [&](int mt, int kc) {
-    Value* row = B.CreateAdd(warp_row0, B.CreateAdd(e.c32(16 * mt), B.CreateAdd(l8, B.CreateShl(bit3, 3))));
-    return tile::ldmatrix_x4(e, q_tile_smem.at(e, row, B.CreateAdd(e.c32(2 * kc), bit4)), false);
+    return tile::ldmatrix_x4(e, q_addr.reg(e, q_tile_smem.base, kc), q_addr.imm(16 * mt, kc), false);
   };
   std::vector<std::vector<Frag4>> q_frags(MT);
   if (plan.q_in_registers)
     for (int mt = 0; mt < MT; ++mt)
       for (int kc = 0; kc < plan.k_steps; ++kc) q_frags[mt].push_back(load_q(mt, kc));
   // B operand from K rows (keys × d): matrices (keys 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
-  Value* k_row = B.CreateAdd(l8, B.CreateShl(bit4, 3));
+  FragAddr k_addr(e, plan.d_qk_pad, B.CreateAdd(l8, B.CreateShl(bit4, 3)), bit3);
   // B operand from V rows with .trans (keys × d_v → k = key): (keys 0-7, n 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
   Value* v_row = B.CreateAdd(l8, B.CreateShl(bit3, 3));
+  FragAddr v_addr(e, plan.d_v_pad, v_row, bit4);
+  // An odd last n-tile of V loads with .x2 from chunk OT − 1 (even): lanes 0-15 give its 16 keys.
+  FragAddr v_last_addr(e, plan.d_v_pad, v_row, zero);
 
   // Per-thread state, per m-tile: rows g and g + 8 of its 16.
   using Slots = std::array<llvm::AllocaInst*, 4>;
@@ -236,8 +293,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
       std::vector<Frag4> qa(MT);
       for (int mt = 0; mt < MT; ++mt) qa[mt] = plan.q_in_registers ? q_frags[mt][kc] : load_q(mt, kc);
       for (int nt2 = 0; nt2 < NT / 2; ++nt2) {
-        Value* row = B.CreateAdd(e.c32(16 * nt2), k_row);
-        Frag4 kb = tile::ldmatrix_x4(e, ks.at(e, row, B.CreateAdd(e.c32(2 * kc), bit3)), false);
+        Frag4 kb = tile::ldmatrix_x4(e, k_addr.reg(e, ks.base, kc), k_addr.imm(16 * nt2, kc), false);
         for (int mt = 0; mt < MT; ++mt) {
           s[mt][2 * nt2] = tile::mma_16816(e, dt, qa[mt], kb[0], kb[1], s[mt][2 * nt2]);
           s[mt][2 * nt2 + 1] = tile::mma_16816(e, dt, qa[mt], kb[2], kb[3], s[mt][2 * nt2 + 1]);
@@ -333,16 +389,16 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
         pa[mt] = {tile::pack_pair_rn(e, lo[0], lo[1], dt), tile::pack_pair_rn(e, lo[2], lo[3], dt),
                   tile::pack_pair_rn(e, hi[0], hi[1], dt), tile::pack_pair_rn(e, hi[2], hi[3], dt)};
       }
-      Value* row = B.CreateAdd(e.c32(16 * kc), v_row);
       for (int vp = 0; vp < OT / 2; ++vp) {
-        Frag4 vb = tile::ldmatrix_x4(e, vs.at(e, row, B.CreateAdd(e.c32(2 * vp), bit4)), true);
+        Frag4 vb = tile::ldmatrix_x4(e, v_addr.reg(e, vs.base, vp), v_addr.imm(16 * kc, vp), true);
         for (int mt = 0; mt < MT; ++mt) {
           oacc[mt][2 * vp] = tile::mma_16816(e, dt, pa[mt], vb[0], vb[1], oacc[mt][2 * vp]);
           oacc[mt][2 * vp + 1] = tile::mma_16816(e, dt, pa[mt], vb[2], vb[3], oacc[mt][2 * vp + 1]);
         }
       }
       if (OT % 2) {
-        auto vb = tile::ldmatrix_x2(e, vs.at(e, row, e.c32(OT - 1)), true);
+        const int c = (OT - 1) / 2;
+        auto vb = tile::ldmatrix_x2(e, v_last_addr.reg(e, vs.base, c), v_last_addr.imm(16 * kc, c), true);
         for (int mt = 0; mt < MT; ++mt) oacc[mt][OT - 1] = tile::mma_16816(e, dt, pa[mt], vb[0], vb[1], oacc[mt][OT - 1]);
       }
     }
@@ -355,6 +411,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
 
   // Epilogue: O = acc / l, LSE = ln Σ e^{score} = (m·multiplier + log2 l)·ln 2; masked rows → 0, −inf.
   Value* lse_ptr = arg(kParamLse);
+  Value* o_base = base(kParamO, 3, head);  // here, not before the loop: nothing stays live across it
   for (int mt = 0; mt < MT; ++mt)
     for (int r = 0; r < 2; ++r) {
       Value* row = B.CreateAdd(row_g(mt), e.c32(8 * r));

@@ -24,10 +24,11 @@ int max_shared_bytes(const std::string& arch) {
 }  // namespace
 
 TileConfig heuristic_config(const AttentionSpec& spec, std::string* reason) {
-  // Measured on the H200 (docs/perf-notes.md §3, bf16, 4k, batch 4, hidden 2048): d ≤ 64 gains
-  // ~10% from two m-tiles per warp (each K/V fragment feeds 4 mma); d = 128 is best with one
-  // m-tile and 64-key tiles (Q stays in registers); d > 128 is best with one stage, whose 64 KB
-  // of shared memory lets 3 CTAs share an SM (two stages: 98 KB, 2 CTAs, 13% slower).
+  // Measured on the H200 (docs/perf-notes.md §2 and §4, bf16, 4k, batch 4, hidden 2048): d ≤ 64
+  // gains ~14% from two m-tiles per warp (each K/V fragment feeds 4 mma); at d = 128 two m-tiles
+  // are 8% faster still but spill a few registers, so the table keeps one m-tile and 64-key tiles
+  // (spill-free; the tuner may pick the other); d > 128 is best with 64-key tiles and one stage,
+  // whose 96 KB of shared memory lets 2 CTAs share an SM.
   const int d = std::max(spec.head_dim_qk, spec.head_dim_v);
   TileConfig c;
   c.num_warps = 4;
@@ -41,7 +42,7 @@ TileConfig heuristic_config(const AttentionSpec& spec, std::string* reason) {
     c.num_stages = 2;
   } else {
     c.block_m = 64;
-    c.block_n = 32;
+    c.block_n = 64;
     c.num_stages = 1;
   }
   if (reason) *reason = "heuristic table (FLASHJIT_AUTOTUNE=off) for d=" + std::to_string(d) + ": " + c.str();

@@ -1,29 +1,60 @@
 #include "compiler/tile/mma.hpp"
 
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
+
+#include <string>
+#include <vector>
 
 namespace flashjit::tile {
 
 using llvm::Intrinsic::getDeclaration;
 
-Frag4 ldmatrix_x4(Emitter& e, llvm::Value* ptr, bool trans) {
-  auto id = trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16
-                  : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16;
-  // LLVM 19 declares ldmatrix over any pointer type (overloaded); older versions over addrspace(3).
-  llvm::Function* f = llvm::Intrinsic::isOverloaded(id) ? getDeclaration(&e.module, id, {ptr->getType()})
-                                                        : getDeclaration(&e.module, id);
-  llvm::Value* r = e.b.CreateCall(f, {ptr});
+namespace {
+
+// "[$n]" or "[$n+imm]": the constant part of a shared address, folded into the instruction.
+std::string address(int operand, int imm) {
+  std::string r = "[$" + std::to_string(operand);
+  if (imm) r += "+" + std::to_string(imm);
+  return r + "]";
+}
+
+// ldmatrix reads shared memory written by other threads; it must not move across barriers
+// (readonly, so LLVM orders it after every may-write call) nor into divergent code (convergent:
+// .sync.aligned needs the whole warp).
+llvm::CallInst* ldmatrix_call(Emitter& e, int regs, llvm::Value* addr, int imm, bool trans) {
+  std::string text = "ldmatrix.sync.aligned.m8n8.x" + std::to_string(regs) + (trans ? ".trans" : "") + ".shared.b16 {";
+  std::string constraints;
+  for (int i = 0; i < regs; ++i) {
+    text += (i ? ", $" : "$") + std::to_string(i);
+    constraints += "=r,";
+  }
+  text += "}, " + address(regs, imm) + ";";
+  constraints += "r";
+  std::vector<llvm::Type*> out(regs, e.i32());
+  auto* type = llvm::FunctionType::get(llvm::StructType::get(e.ctx, out), {e.i32()}, false);
+  llvm::CallInst* call = e.b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/false), {addr});
+  call->setOnlyReadsMemory();
+  call->setConvergent();
+  return call;
+}
+
+}  // namespace
+
+llvm::Value* shared_u32(Emitter& e, llvm::Value* shared_ptr) {
+  // A .shared address is an offset in the CTA's shared window: it fits 32 bits (PTX ISA §6.4.1).
+  return e.b.CreatePtrToInt(shared_ptr, e.i32());
+}
+
+Frag4 ldmatrix_x4(Emitter& e, llvm::Value* addr, int imm, bool trans) {
+  llvm::Value* r = ldmatrix_call(e, 4, addr, imm, trans);
   Frag4 out;
   for (unsigned i = 0; i < 4; ++i) out[i] = e.b.CreateExtractValue(r, i);
   return out;
 }
 
-std::array<llvm::Value*, 2> ldmatrix_x2(Emitter& e, llvm::Value* ptr, bool trans) {
-  auto id = trans ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16
-                  : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_b16;
-  llvm::Function* f = llvm::Intrinsic::isOverloaded(id) ? getDeclaration(&e.module, id, {ptr->getType()})
-                                                        : getDeclaration(&e.module, id);
-  llvm::Value* r = e.b.CreateCall(f, {ptr});
+std::array<llvm::Value*, 2> ldmatrix_x2(Emitter& e, llvm::Value* addr, int imm, bool trans) {
+  llvm::Value* r = ldmatrix_call(e, 2, addr, imm, trans);
   return {e.b.CreateExtractValue(r, 0), e.b.CreateExtractValue(r, 1)};
 }
 
@@ -43,10 +74,12 @@ Acc4 mma_16816(Emitter& e, DType dtype, const Frag4& a, llvm::Value* b0, llvm::V
   return out;
 }
 
-void cp_async_16(Emitter& e, llvm::Value* dst, llvm::Value* src, llvm::Value* valid) {
+void cp_async_16(Emitter& e, llvm::Value* dst, int imm, llvm::Value* src, llvm::Value* valid) {
   // src-size 0 makes the copy write 16 zero bytes (PTX ISA §9.7.9.25.3.1, "cp.async", src-size).
   llvm::Value* bytes = e.b.CreateSelect(valid, e.c32(16), e.c32(0));
-  e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s), {dst, src, bytes});
+  auto* type = llvm::FunctionType::get(e.b.getVoidTy(), {e.i32(), src->getType(), e.i32()}, false);
+  std::string text = "cp.async.cg.shared.global " + address(0, imm) + ", [$1], 16, $2;";
+  e.b.CreateCall(llvm::InlineAsm::get(type, text, "r,l,r,~{memory}", /*hasSideEffects=*/true), {dst, src, bytes});
 }
 
 void cp_async_commit(Emitter& e) {

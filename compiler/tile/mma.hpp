@@ -11,18 +11,26 @@ namespace flashjit::tile {
 using Frag4 = std::array<llvm::Value*, 4>;  // four b32 registers (A operand, or 2 B operands)
 using Acc4 = std::array<llvm::Value*, 4>;   // four f32 accumulators of one m16n8 tile
 
-// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l supplies the row address of matrix
-// l / 8; register i of every lane holds its two elements of matrix i (PTX ISA §9.7.13.4.15).
-Frag4 ldmatrix_x4(Emitter& e, llvm::Value* smem_row_ptr, bool trans);
+// Shared-memory operands are 32-bit .shared addresses plus a constant byte offset that lands in
+// the instruction ([reg+imm]). The NVVM intrinsics take pointers, and LLVM hoists every
+// pointer+constant out of the kv loop into its own 64-bit register (≈64 registers at d=128,
+// docs/perf-notes.md §4); inline PTX keeps one register per distinct base.
+llvm::Value* shared_u32(Emitter& e, llvm::Value* shared_ptr);
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 at [addr + imm]: lane l supplies the row
+// address of matrix l / 8; register i of every lane holds its two elements of matrix i (PTX ISA
+// §9.7.13.4.15).
+Frag4 ldmatrix_x4(Emitter& e, llvm::Value* addr, int imm, bool trans);
 // The .x2 form: lanes 0-15 supply the rows of two matrices; registers 0 and 1 hold them.
-std::array<llvm::Value*, 2> ldmatrix_x2(Emitter& e, llvm::Value* smem_row_ptr, bool trans);
+std::array<llvm::Value*, 2> ldmatrix_x2(Emitter& e, llvm::Value* addr, int imm, bool trans);
 
 // D = A·B + C for one m16n8k16 tile with f32 accumulation; A is 4 b32, B is 2 b32 (PTX ISA
 // §9.7.13.4.8 for the fragment layouts: row = lane/4 (+8), column pair = 2·(lane%4)).
 Acc4 mma_16816(Emitter& e, DType dtype, const Frag4& a, llvm::Value* b0, llvm::Value* b1, const Acc4& c);
 
-// cp.async.cg.shared.global 16 bytes; `valid` = false copies zeros (src-size 0) and reads nothing.
-void cp_async_16(Emitter& e, llvm::Value* dst_shared, llvm::Value* src_global, llvm::Value* valid);
+// cp.async.cg.shared.global 16 bytes to [dst + imm]; `valid` = false copies zeros (src-size 0)
+// and reads nothing.
+void cp_async_16(Emitter& e, llvm::Value* dst, int imm, llvm::Value* src_global, llvm::Value* valid);
 void cp_async_commit(Emitter& e);
 void cp_async_wait(Emitter& e, int pending_groups);
 
