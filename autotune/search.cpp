@@ -21,14 +21,17 @@ std::vector<int> unique_in_order(const std::vector<int>& v) {
   return out;
 }
 
-// Distance in the tile lattice: one step = doubling/halving a size or warps, or one stage more or
-// fewer. Quick mode takes the heuristic's nearest neighbours: the heuristic is usually close to
-// the optimum, and single-axis moves find the cheap wins (FlashAttention-2's own tuning tables
-// differ from their default in one or two parameters).
+// Distance in the tile lattice, on the axes the template's cost depends on: rows per warp
+// (block_m / num_warps: one or two 16-row m-tiles), warps, block_n and stages. One step =
+// doubling/halving one of them, or one stage more or fewer, so bm64_w4 → bm128_w8 (more warps,
+// same rows per warp) is one step, not two. Quick mode takes the heuristic's nearest
+// neighbours: the heuristic is usually close to the optimum, and single-axis moves find the
+// cheap wins (FlashAttention-2's own tuning tables differ from their default in one or two
+// parameters; on the H200 the best d=256 config is two such steps away, docs/perf-notes.md §4).
 double distance(const TileConfig& a, const TileConfig& b) {
-  auto l2 = [](int x, int y) { return std::fabs(std::log2(double(x)) - std::log2(double(y))); };
-  return l2(a.block_m, b.block_m) + l2(a.block_n, b.block_n) + l2(a.num_warps, b.num_warps) +
-         std::abs(a.num_stages - b.num_stages);
+  auto l2 = [](double x, double y) { return std::fabs(std::log2(x) - std::log2(y)); };
+  return l2(double(a.block_m) / a.num_warps, double(b.block_m) / b.num_warps) + l2(a.block_n, b.block_n) +
+         l2(a.num_warps, b.num_warps) + std::abs(a.num_stages - b.num_stages);
 }
 
 std::string ms_text(double ms) {

@@ -58,7 +58,7 @@ struct SearchCallbacks {
 struct SearchOptions {
   TuneMode mode = TuneMode::quick;
   TileConfig heuristic;            // the heuristic table's choice: candidate #1 in every mode
-  size_t quick_candidates = 6;     // at most this many in quick mode
+  size_t quick_candidates = 8;     // at most this many in quick mode
   std::optional<double> deadline_s;  // stop timing after this many seconds; the best so far wins
   std::ostream* progress = nullptr;  // `[i/N] ...` lines and the summary table (e.g. &std::cerr)
   double progress_after_s = 1.0;     // print only when the run is predicted to take longer

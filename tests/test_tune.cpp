@@ -301,7 +301,7 @@ TEST_CASE("tune: quick tuning stores an entry and a second kernel uses it withou
   CHECK(o.stored);
   CHECK(o.result.best_m.p20_ms <= o.result.best_m.median_ms);
   CHECK(o.result.best_m.median_ms <= o.result.best_m.p80_ms);
-  CHECK(o.result.timed <= 6);
+  CHECK(o.result.timed <= 8);
   CHECK(tune_s < 15);  // issue 5: quick mode ≤ 15 s per bucket (cold compile cache included)
   CHECK(rt::tuner_counters().tunes == tunes0 + 1);
   auto stored = rt::lookup_tuning(rt.device(), job.spec, o.key);
