@@ -22,7 +22,9 @@ namespace flashjit::knob {
   X("FLASHJIT_CACHE_MAX_BYTES", "string", "1GiB", "",                                              \
     "bound of the compiled-kernel cache; bytes or K/M/G/T (binary); least recently used evicted")   \
   X("FLASHJIT_AUTOTUNE", "enum", "off", "off|quick|full",                                          \
-    "autotuning: off = heuristic table; quick/full = stored tunings, else tune each shape bucket on first use")
+    "autotuning: off = heuristic table; quick/full = stored tunings, else tune each shape bucket on first use") \
+  X("FLASHJIT_MMA", "enum", "auto", "auto|sync",                                                    \
+    "tensor-core instruction: auto = wgmma on sm_90a where the tile config allows, else mma.sync; sync = mma.sync")
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {

@@ -15,6 +15,7 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "compiler/tile/emitter.hpp"
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/mma.hpp"
+#include "compiler/tile/wgmma.hpp"
 #include "templates/forward_abi.hpp"
 #include "templates/kernel_args.hpp"
 #include "templates/kv_bounds.hpp"
@@ -44,32 +46,36 @@ Value* slice_offset(Emitter& e, Value* strides[3], Value* b, Value* s, Value* h)
   return B.CreateAdd(off, B.CreateMul(B.CreateZExt(h, e.i64()), strides[2]));
 }
 
-// A swizzled shared-memory tile of 16-bit elements with rows of `width` (a multiple of 64):
-// 16-byte chunk c of row r lives at chunk c ^ (r % 8), so the 8 rows of one ldmatrix matrix and
-// the chunks of one cp.async wave hit distinct banks.
+// A shared-memory tile of `rows` rows of 16-bit elements, stored as panels of 64 columns
+// (128 bytes per row, rows dense, panel after panel), with 16-byte chunk c of row r at chunk
+// c ^ (r % 8) inside its 128-byte row. That is wgmma's 128-byte-swizzle canonical layout (PTX ISA
+// §9.7.15.5.1, "Shared Memory Matrix Layout": 8-row × 128 B atoms, 1024-byte aligned), and the 8
+// row addresses of one ldmatrix and the chunks of one cp.async quarter-warp hit distinct banks.
 struct SmemTile {
-  Value* base;  // i32 .shared address
-  int width;
-  // Byte offset of chunk `chunk` of row `row`.
+  Value* base;  // i32 .shared address, 1024-byte aligned
+  int rows;
+  // Byte offset of 16-byte chunk `chunk` (of the whole row) of row `row`.
   Value* offset(Emitter& e, Value* row, Value* chunk) const {
-    Value* swz = e.b.CreateXor(chunk, e.b.CreateAnd(row, e.c32(7)));
-    return e.b.CreateShl(e.b.CreateAdd(e.b.CreateMul(row, e.c32(width)), e.b.CreateShl(swz, 3)), 1);
+    auto& B = e.b;
+    Value* line = B.CreateAdd(B.CreateMul(B.CreateLShr(chunk, 3), e.c32(rows)), row);
+    Value* swz = B.CreateXor(B.CreateAnd(chunk, e.c32(7)), B.CreateAnd(row, e.c32(7)));
+    return B.CreateAdd(B.CreateShl(line, 7), B.CreateShl(swz, 4));
   }
 };
 
 // The addresses of one warp-wide fragment access, row = R + r and chunk = 2c + bit, with R (a
 // multiple of 8) and c compile-time constants and r, bit per thread. R keeps r % 8, so the
-// swizzled chunk is 8·(c >> 2) + ((2·(c & 3) + bit) ^ (r % 8)): four per-thread byte offsets
-// (by c & 3) plus the constant 2·R·width + 128·(c >> 2), which goes into the instruction.
+// chunk's panel is c >> 2 and its swizzled position (2·(c & 3) + bit) ^ (r % 8): four per-thread
+// byte offsets (by c & 3) plus the constant 128·R + 128·rows·(c >> 2), which goes into the
+// instruction.
 struct FragAddr {
   std::array<Value*, 4> off{};
-  int width = 0;
-  FragAddr(Emitter& e, int width_, Value* r, Value* bit) : width(width_) {
-    for (int q = 0; q < 4; ++q)
-      off[q] = SmemTile{nullptr, width}.offset(e, r, e.b.CreateAdd(e.c32(2 * q), bit));
+  int rows = 0;
+  FragAddr(Emitter& e, int rows_, Value* r, Value* bit) : rows(rows_) {
+    for (int q = 0; q < 4; ++q) off[q] = SmemTile{nullptr, rows}.offset(e, r, e.b.CreateAdd(e.c32(2 * q), bit));
   }
   Value* reg(Emitter& e, Value* base, int c) const { return e.b.CreateAdd(base, off[c & 3]); }
-  int imm(int R, int c) const { return 2 * R * width + 128 * (c >> 2); }
+  int imm(int R, int c) const { return 128 * R + 128 * rows * (c >> 2); }
 };
 
 // The whole CTA copies rows [row0, row0 + rows) of a [seq, d] slice into `dst` with cp.async.
@@ -94,7 +100,7 @@ void copy_tile(Emitter& e, const SmemTile& dst, Value* src, Value* row_stride, V
     *imm = 0;
     if (!regular) return B.CreateAdd(dst.base, dst.offset(e, r, c));
     const int k = wave * rp % 8;
-    *imm = 2 * dst.width * (wave * rp - k);
+    *imm = 128 * (wave * rp - k);
     return B.CreateAdd(dst.base, wave_off[k]);
   };
   auto checked = [&] {
@@ -186,12 +192,12 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
 
   Value* smem = tile::shared_u32(e, tile::shared_base(e));
   auto region = [&](int offset) { return B.CreateAdd(smem, e.c32(offset)); };
-  SmemTile q_tile_smem{region(plan.smem.q), plan.d_qk_pad};
+  SmemTile q_tile_smem{region(plan.smem.q), BM};
   auto k_stage = [&](Value* s) {
-    return SmemTile{B.CreateAdd(region(plan.smem.k), B.CreateMul(s, e.c32(plan.smem.k_stage))), plan.d_qk_pad};
+    return SmemTile{B.CreateAdd(region(plan.smem.k), B.CreateMul(s, e.c32(plan.smem.k_stage))), BN};
   };
   auto v_stage = [&](Value* s) {
-    return SmemTile{B.CreateAdd(region(plan.smem.v), B.CreateMul(s, e.c32(plan.smem.v_stage))), plan.d_v_pad};
+    return SmemTile{B.CreateAdd(region(plan.smem.v), B.CreateMul(s, e.c32(plan.smem.v_stage))), BN};
   };
 
   Value* q_start = B.CreateMul(q_tile, e.c32(BM));
@@ -235,6 +241,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
     tile::cp_async_commit(e);
   }
   tile::cp_async_wait(e, S - 1);  // the Q group is complete
+  if (plan.wgmma) tile::fence_proxy_async(e);  // wgmma reads what cp.async wrote
   tile::sync_threads(e);
 
   // ldmatrix addresses (PTX ISA §9.7.13.4.15): lane l feeds row l % 8 of matrix l / 8.
@@ -245,21 +252,23 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   // Warp w owns MT m-tiles: rows 16·MT·w + 16·mt + [0, 16) of the CTA's block.
   const int MT = plan.m_tiles;
   Value* warp_row0 = B.CreateMul(warp, e.c32(16 * MT));
-  FragAddr q_addr(e, plan.d_qk_pad, B.CreateAdd(warp_row0, B.CreateAdd(l8, B.CreateShl(bit3, 3))), bit4);
+  FragAddr q_addr(e, BM, B.CreateAdd(warp_row0, B.CreateAdd(l8, B.CreateShl(bit3, 3))), bit4);
   auto load_q = [&](int mt, int kc) {
     return tile::ldmatrix_x4(e, q_addr.reg(e, q_tile_smem.base, kc), q_addr.imm(16 * mt, kc), false);
   };
+  // wgmma: warpgroup w / 4 owns rows 64·(w / 4) .. +63 (its A descriptor starts there).
+  Value* q_wg_base = B.CreateAdd(q_tile_smem.base, B.CreateMul(B.CreateLShr(warp, 2), e.c32(64 * 128)));
   std::vector<std::vector<Frag4>> q_frags(MT);
   if (plan.q_in_registers)
     for (int mt = 0; mt < MT; ++mt)
       for (int kc = 0; kc < plan.k_steps; ++kc) q_frags[mt].push_back(load_q(mt, kc));
   // B operand from K rows (keys × d): matrices (keys 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
-  FragAddr k_addr(e, plan.d_qk_pad, B.CreateAdd(l8, B.CreateShl(bit4, 3)), bit3);
+  FragAddr k_addr(e, BN, B.CreateAdd(l8, B.CreateShl(bit4, 3)), bit3);
   // B operand from V rows with .trans (keys × d_v → k = key): (keys 0-7, n 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
   Value* v_row = B.CreateAdd(l8, B.CreateShl(bit3, 3));
-  FragAddr v_addr(e, plan.d_v_pad, v_row, bit4);
+  FragAddr v_addr(e, BN, v_row, bit4);
   // An odd last n-tile of V loads with .x2 from chunk OT − 1 (even): lanes 0-15 give its 16 keys.
-  FragAddr v_last_addr(e, plan.d_v_pad, v_row, zero);
+  FragAddr v_last_addr(e, BN, v_row, zero);
 
   // Per-thread state, per m-tile: rows g and g + 8 of its 16.
   using Slots = std::array<llvm::AllocaInst*, 4>;
@@ -282,6 +291,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
     e.when(B.CreateICmpSLT(B.CreateAdd(j, e.c32(S - 1)), n_tiles), "issue", [&] { issue_kv(B.CreateAdd(j, e.c32(S - 1))); });
     tile::cp_async_commit(e);  // possibly empty: keeps "S − 1 groups pending" true at every wait
     tile::cp_async_wait(e, S - 1);
+    if (plan.wgmma) tile::fence_proxy_async(e);
     tile::sync_threads(e);
     Value* stage = B.CreateURem(j, e.c32(S));
     SmemTile ks = k_stage(stage), vs = v_stage(stage);
@@ -289,14 +299,31 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
 
     // S = Q Kᵀ: each K fragment feeds all MT m-tiles.
     std::vector<std::vector<Acc4>> s(MT, std::vector<Acc4>(NT, Acc4{e.cf(0.f), e.cf(0.f), e.cf(0.f), e.cf(0.f)}));
-    for (int kc = 0; kc < plan.k_steps; ++kc) {
-      std::vector<Frag4> qa(MT);
-      for (int mt = 0; mt < MT; ++mt) qa[mt] = plan.q_in_registers ? q_frags[mt][kc] : load_q(mt, kc);
-      for (int nt2 = 0; nt2 < NT / 2; ++nt2) {
-        Frag4 kb = tile::ldmatrix_x4(e, k_addr.reg(e, ks.base, kc), k_addr.imm(16 * nt2, kc), false);
-        for (int mt = 0; mt < MT; ++mt) {
-          s[mt][2 * nt2] = tile::mma_16816(e, dt, qa[mt], kb[0], kb[1], s[mt][2 * nt2]);
-          s[mt][2 * nt2 + 1] = tile::mma_16816(e, dt, qa[mt], kb[2], kb[3], s[mt][2 * nt2 + 1]);
+    if (plan.wgmma) {
+      // One warpgroup instruction per 16-wide k-step reads K (K-major, 128-byte swizzle) straight
+      // from shared memory: no ldmatrix, no per-fragment issue (PTX ISA §9.7.15).
+      std::vector<Value*> acc(4 * NT, e.cf(0.f));
+      for (int kc = 0; kc < plan.k_steps; ++kc) {
+        tile::WgmmaA a;
+        if (plan.q_in_registers) a.regs = q_frags[0][kc];
+        else a.desc = tile::smem_desc(e, B.CreateAdd(q_wg_base, e.c32(128 * BM * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
+        Value* kd = tile::smem_desc(e, B.CreateAdd(ks.base, e.c32(128 * BN * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
+        acc = tile::wgmma(e, dt, BN, acc, a, kd, /*trans_b=*/false);
+      }
+      tile::wgmma_commit(e);
+      tile::wgmma_wait(e, acc);
+      for (int nt = 0; nt < NT; ++nt)
+        for (int i = 0; i < 4; ++i) s[0][nt][i] = acc[4 * nt + i];
+    } else {
+      for (int kc = 0; kc < plan.k_steps; ++kc) {
+        std::vector<Frag4> qa(MT);
+        for (int mt = 0; mt < MT; ++mt) qa[mt] = plan.q_in_registers ? q_frags[mt][kc] : load_q(mt, kc);
+        for (int nt2 = 0; nt2 < NT / 2; ++nt2) {
+          Frag4 kb = tile::ldmatrix_x4(e, k_addr.reg(e, ks.base, kc), k_addr.imm(16 * nt2, kc), false);
+          for (int mt = 0; mt < MT; ++mt) {
+            s[mt][2 * nt2] = tile::mma_16816(e, dt, qa[mt], kb[0], kb[1], s[mt][2 * nt2]);
+            s[mt][2 * nt2 + 1] = tile::mma_16816(e, dt, qa[mt], kb[2], kb[3], s[mt][2 * nt2 + 1]);
+          }
         }
       }
     }
@@ -381,14 +408,44 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
     for (int mt = 0; mt < MT; ++mt)
       for (int ot = 0; ot < OT; ++ot)
         for (int i = 0; i < 4; ++i) oacc[mt][ot][i] = B.CreateLoad(e.f32(), o[mt][ot][i]);
-    for (int kc = 0; kc < NT / 2; ++kc) {
-      std::vector<Frag4> pa(MT);
-      for (int mt = 0; mt < MT; ++mt) {
-        const Acc4& lo = s[mt][2 * kc];
-        const Acc4& hi = s[mt][2 * kc + 1];
-        pa[mt] = {tile::pack_pair_rn(e, lo[0], lo[1], dt), tile::pack_pair_rn(e, lo[2], lo[3], dt),
-                  tile::pack_pair_rn(e, hi[0], hi[1], dt), tile::pack_pair_rn(e, hi[2], hi[3], dt)};
+    auto p_frag = [&](int mt, int kc) -> Frag4 {
+      const Acc4& lo = s[mt][2 * kc];
+      const Acc4& hi = s[mt][2 * kc + 1];
+      return {tile::pack_pair_rn(e, lo[0], lo[1], dt), tile::pack_pair_rn(e, lo[2], lo[3], dt),
+              tile::pack_pair_rn(e, hi[0], hi[1], dt), tile::pack_pair_rn(e, hi[2], hi[3], dt)};
+    };
+    if (plan.wgmma) {
+      // P (registers, the A layout) × V (shared memory, MN-major: d_v contiguous, hence trans-b),
+      // one instruction per 16 keys and 64-column panel of O (the last one n = what is left).
+      std::vector<Value*> acc, p_regs;
+      for (int ot = 0; ot < OT; ++ot)
+        for (int i = 0; i < 4; ++i) acc.push_back(oacc[0][ot][i]);
+      for (int kc = 0; kc < NT / 2; ++kc)
+        for (Value* r : p_frag(0, kc)) p_regs.push_back(r);
+      const size_t n_acc = acc.size();
+      acc.insert(acc.end(), p_regs.begin(), p_regs.end());
+      tile::wgmma_fence(e, acc);  // O was just rescaled and P packed by ordinary instructions
+      p_regs.assign(acc.begin() + n_acc, acc.end());
+      acc.resize(n_acc);
+      for (int kc = 0; kc < NT / 2; ++kc) {
+        tile::WgmmaA a;
+        for (int i = 0; i < 4; ++i) a.regs[i] = p_regs[4 * kc + i];
+        for (int p = 0; 64 * p < 8 * OT; ++p) {
+          const int n = std::min(64, 8 * OT - 64 * p);
+          Value* vd = tile::smem_desc(e, B.CreateAdd(vs.base, e.c32(128 * BN * p + 2048 * kc)), 128 * BN, 1024);
+          std::vector<Value*> part(acc.begin() + 32 * p, acc.begin() + 32 * p + n / 2);
+          part = tile::wgmma(e, dt, n, part, a, vd, /*trans_b=*/true);
+          std::copy(part.begin(), part.end(), acc.begin() + 32 * p);
+        }
       }
+      tile::wgmma_commit(e);
+      tile::wgmma_wait(e, acc);
+      for (int ot = 0; ot < OT; ++ot)
+        for (int i = 0; i < 4; ++i) oacc[0][ot][i] = acc[4 * ot + i];
+    }
+    for (int kc = 0; kc < NT / 2 && !plan.wgmma; ++kc) {
+      std::vector<Frag4> pa(MT);
+      for (int mt = 0; mt < MT; ++mt) pa[mt] = p_frag(mt, kc);
       for (int vp = 0; vp < OT / 2; ++vp) {
         Frag4 vb = tile::ldmatrix_x4(e, v_addr.reg(e, vs.base, vp), v_addr.imm(16 * kc, vp), true);
         for (int mt = 0; mt < MT; ++mt) {

@@ -2,6 +2,7 @@
 
 #include "compiler/dsl/desugar.hpp"
 #include "compiler/spec_bridge.hpp"
+#include "support/knobs.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -49,6 +50,11 @@ TileConfig heuristic_config(const AttentionSpec& spec, std::string* reason) {
   return c;
 }
 
+std::string mma_kind(const TileConfig& c, const std::string& arch) {
+  const bool whole_warpgroups = (c.num_warps == 4 || c.num_warps == 8) && c.block_m == 16 * c.num_warps;
+  return arch == "sm_90a" && whole_warpgroups && knob::get("FLASHJIT_MMA") == "auto" ? "wgmma" : "mma.sync";
+}
+
 ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const std::string& reason,
                          const std::string& arch) {
   ForwardPlan p;
@@ -80,6 +86,7 @@ ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const s
   p.k_steps = (spec.head_dim_qk + 15) / 16;
   // Q fragments stay in registers when they are few (d_qk/4 per m-tile); else re-read per tile.
   p.q_in_registers = p.m_tiles * spec.head_dim_qk <= 128;
+  p.wgmma = mma_kind(c, arch) == "wgmma";
   ForwardSmem& m = p.smem;
   m.k_stage = c.block_n * p.d_qk_pad * 2;
   m.v_stage = c.block_n * p.d_v_pad * 2;
@@ -106,7 +113,7 @@ void record_plan(const ForwardPlan& plan, CompiledKernel& out) {
 
 std::string ForwardPlan::describe() const {
   std::ostringstream s;
-  s << "attention_fwd/mma16816 " << (spec.dtype == DType::f16 ? "fp16" : "bf16") << " d=" << spec.head_dim_qk;
+  s << "attention_fwd/" << (wgmma ? "wgmma" : "mma16816") << " " << (spec.dtype == DType::f16 ? "fp16" : "bf16") << " d=" << spec.head_dim_qk;
   if (spec.head_dim_v != spec.head_dim_qk) s << "/" << spec.head_dim_v;
   s << " mask=" << (mask ? spec.mask : "none");
   if (score) s << " score=" << spec.score;

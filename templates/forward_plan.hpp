@@ -10,9 +10,9 @@
 
 namespace flashjit {
 
-// Shared memory of one CTA, in bytes from the dynamic base. Tiles are stored with rows of
-// d_pad = round_up(d, 64) 16-bit elements and their 16-byte chunks XOR-swizzled by row % 8, so
-// the 8 row addresses of one ldmatrix and the chunks of one cp.async wave hit distinct banks.
+// Shared memory of one CTA, in bytes from the dynamic base. A tile of rows × d is stored as
+// d_pad / 64 panels of rows × 64 elements (d_pad = round_up(d, 64)), 16-byte chunks
+// XOR-swizzled by row % 8 inside each 128-byte row (templates/attention_fwd.cpp, SmemTile).
 struct ForwardSmem {
   int q = 0;          // [block_m][d_qk_pad]
   int k = 0;          // num_stages × [block_n][d_qk_pad]
@@ -40,6 +40,9 @@ struct ForwardPlan {
   int d_qk_pad = 0, d_v_pad = 0;  // shared-memory row widths (elements)
   int k_steps = 0;                // ceil(d_qk / 16): mma k-steps of S = QKᵀ
   bool q_in_registers = false;    // Q fragments loaded once (d_qk ≤ 128) or re-read per tile
+  // Warpgroup MMA (sm_90a): S and O by wgmma.mma_async instead of mma.sync. Needs one m-tile per
+  // warp and whole warpgroups (num_warps 4 or 8); FLASHJIT_MMA=sync turns it off.
+  bool wgmma = false;
   ForwardSmem smem;
   int shared_bytes = 0;
   std::string entry;              // kernel symbol; the pre-pass is entry + "_blockmap"
@@ -52,6 +55,9 @@ TileConfig heuristic_config(const AttentionSpec& spec, std::string* reason);
 // Copies what the runtime needs to launch `plan` (entry points, block-map layout, threads,
 // shared memory, description) into `out`: one place for a fresh compile and a cache hit alike.
 void record_plan(const ForwardPlan& plan, CompiledKernel& out);
+
+// The tensor-core instruction a config gets on `arch` ("wgmma" or "mma.sync"); part of every key.
+std::string mma_kind(const TileConfig& config, const std::string& arch);
 
 // Throws Error(spec) naming the violated limit when `config` cannot be built for `spec` on `arch`.
 ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& config, const std::string& reason,

@@ -39,7 +39,7 @@ llvm::Value* shared_base(Emitter& e) {
   auto* type = llvm::ArrayType::get(e.b.getInt8Ty(), 0);
   auto* g = new llvm::GlobalVariable(e.module, type, false, llvm::GlobalValue::ExternalLinkage, nullptr, name,
                                      nullptr, llvm::GlobalValue::NotThreadLocal, /*AddressSpace=*/3);
-  g->setAlignment(llvm::Align(16));
+  g->setAlignment(llvm::Align(1024));  // wgmma 128-byte-swizzle atoms are 1024-byte aligned
   return g;
 }
 

@@ -1,0 +1,43 @@
+// Warpgroup tensor-core primitives of sm_90a: wgmma.mma_async with shared-memory descriptors
+// (PTX ISA §9.7.15). A warpgroup is 4 consecutive warps; it computes a 64 × n tile, warp w % 4
+// owning rows 16·(w % 4) .. +15 in the same per-thread layout as mma.sync m16n8 (accumulator
+// register 4·j + i: row lane/4 + 8·(i >> 1), column 8·j + 2·(lane % 4) + (i & 1)).
+#pragma once
+
+#include <vector>
+
+#include "compiler/tile/emitter.hpp"
+#include "compiler/tile/mma.hpp"
+#include "flashjit/flashjit.hpp"
+
+namespace flashjit::tile {
+
+// The 64-bit matrix descriptor of an operand in the 128-byte-swizzle canonical layout (PTX ISA
+// §9.7.15.5.1.2): start address, leading and stride byte offsets (all >> 4), swizzle mode 1.
+// K-major operands: lbo unused, sbo = 1024 (8 rows of 128 B). MN-major: lbo = the distance
+// between 64-element panels along MN, sbo = 1024 (8 rows along K).
+llvm::Value* smem_desc(Emitter& e, llvm::Value* addr, int lbo_bytes, int sbo_bytes);
+
+// An A operand: a shared-memory descriptor (K-major) or four b32 registers per thread in the
+// mma.sync m16n8k16 A layout (the warp's 16 rows).
+struct WgmmaA {
+  llvm::Value* desc = nullptr;
+  Frag4 regs{};
+};
+
+// acc (n/2 f32 per thread) += A (64 × 16) · B (16 × n); B by descriptor, MN-major when trans_b.
+// Issued asynchronously: `acc`'s new values are only valid after wgmma_wait.
+std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vector<llvm::Value*>& acc, const WgmmaA& a,
+                                llvm::Value* b_desc, bool trans_b);
+
+// wgmma.fence: orders earlier register writes (accumulators, A registers) before the next wgmma;
+// `vals` (those registers) are threaded through it so their producers stay above it.
+void wgmma_fence(Emitter& e, std::vector<llvm::Value*>& vals);
+void wgmma_commit(Emitter& e);
+// wgmma.wait_group 0, threading `vals` through it so no use of them can move above the wait.
+void wgmma_wait(Emitter& e, std::vector<llvm::Value*>& vals);
+// fence.proxy.async.shared::cta: this thread's generic-proxy writes to shared memory (cp.async,
+// st.shared) become visible to the async proxy that wgmma reads through (PTX ISA §9.7.12.4).
+void fence_proxy_async(Emitter& e);
+
+}  // namespace flashjit::tile
