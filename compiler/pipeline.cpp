@@ -85,7 +85,7 @@ CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& o
   CompiledKernel out;
   out.arch = options.arch.empty() ? "sm_90a" : options.arch;
   std::string reason = "given by the caller";
-  TileConfig config = options.config ? *options.config : heuristic_config(spec, &reason);
+  TileConfig config = options.config ? *options.config : heuristic_config(spec, out.arch, &reason);
   const std::string& arch = out.arch;
   out.config = config;
   out.config_reason = reason;

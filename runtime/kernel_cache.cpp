@@ -114,7 +114,7 @@ KernelBuild build_kernel(const AttentionSpec& spec, const CompileOptions& option
   Counters& n = counters();
   KernelBuild b;
   std::string reason = "given by the caller";
-  const TileConfig config = options.config ? *options.config : heuristic_config(spec, &reason);
+  const TileConfig config = options.config ? *options.config : heuristic_config(spec, options.arch, &reason);
   CompileOptions opts = options;
   opts.config = config;  // the same config compile_to_ptx would pick, fixed so key and code agree
   auto compile = [&] {

@@ -279,7 +279,7 @@ TuneOutcome tune_in(const Runtime& runtime, const Context& ctx, const TuneJob& j
   out.gpu = autotune::gpu_identity(info);
   out.key = tuning_key(job.spec, job.batch, job.heads_q, job.seq_q, job.seq_kv);
   std::string reason;
-  out.heuristic = heuristic_config(job.spec, &reason);
+  out.heuristic = heuristic_config(job.spec, info.arch(), &reason);
   Bench bench(runtime, ctx, job);
   autotune::SearchOptions so;
   so.mode = job.mode;

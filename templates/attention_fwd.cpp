@@ -191,6 +191,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   Value* v_base = base(kParamV, 2, head_kv);
 
   Value* smem = tile::shared_u32(e, tile::shared_base(e));
+  if (plan.wgmma) smem = B.CreateAnd(B.CreateAdd(smem, e.c32(kWgmmaAlignSlack - 1)), e.c32(-kWgmmaAlignSlack));
   auto region = [&](int offset) { return B.CreateAdd(smem, e.c32(offset)); };
   SmemTile q_tile_smem{region(plan.smem.q), BM};
   auto k_stage = [&](Value* s) {

@@ -24,35 +24,34 @@ int max_shared_bytes(const std::string& arch) {
 
 }  // namespace
 
-TileConfig heuristic_config(const AttentionSpec& spec, std::string* reason) {
-  // Measured on the H200 (docs/perf-notes.md §2 and §4, bf16, 4k, batch 4, hidden 2048): d ≤ 64
-  // gains ~14% from two m-tiles per warp (each K/V fragment feeds 4 mma); at d = 128 two m-tiles
-  // are 8% faster still but spill a few registers, so the table keeps one m-tile and 64-key tiles
-  // (spill-free; the tuner may pick the other); d > 128 is best with 64-key tiles and one stage,
-  // whose 96 KB of shared memory lets 2 CTAs share an SM.
-  const int d = std::max(spec.head_dim_qk, spec.head_dim_v);
-  TileConfig c;
-  c.num_warps = 4;
-  if (d <= 64) {
-    c.block_m = 128;
-    c.block_n = 64;
-    c.num_stages = 2;
-  } else if (d <= 128) {
-    c.block_m = 64;
-    c.block_n = 64;
-    c.num_stages = 2;
-  } else {
-    c.block_m = 64;
-    c.block_n = 64;
-    c.num_stages = 1;
-  }
-  if (reason) *reason = "heuristic table (FLASHJIT_AUTOTUNE=off) for d=" + std::to_string(d) + ": " + c.str();
-  return c;
-}
-
 std::string mma_kind(const TileConfig& c, const std::string& arch) {
   const bool whole_warpgroups = (c.num_warps == 4 || c.num_warps == 8) && c.block_m == 16 * c.num_warps;
   return arch == "sm_90a" && whole_warpgroups && knob::get("FLASHJIT_MMA") == "auto" ? "wgmma" : "mma.sync";
+}
+
+TileConfig heuristic_config(const AttentionSpec& spec, const std::string& arch, std::string* reason) {
+  const int d = std::max(spec.head_dim_qk, spec.head_dim_v);
+  auto pick = [](int bm, int bn, int warps, int stages) { return TileConfig{bm, bn, warps, stages}; };
+  TileConfig c;
+  // wgmma (sm_90a), measured on the H200 (docs/perf-notes.md §5, bf16, 4k, batch 4, hidden 2048):
+  // one warpgroup with 128-key tiles at d ≤ 64; two warpgroups (8 warps, 128 rows) at larger d,
+  // with 128-key tiles up to d = 128 and 64-key tiles above (192 KB of shared memory at d = 256).
+  // mma.sync (sm_80, FLASHJIT_MMA=sync; §2 and §4): two m-tiles per warp at d ≤ 64 (each K/V
+  // fragment feeds 4 mma); at d = 128 one m-tile and 64-key tiles (two m-tiles are 8% faster but
+  // spill, so only the tuner picks them); above, 64-key tiles and one stage (2 CTAs per SM).
+  if (d <= 64) c = pick(64, 128, 4, 2);
+  else if (d <= 128) c = pick(128, 128, 8, 2);
+  else c = pick(128, 64, 8, 2);
+  const bool wgmma = mma_kind(c, arch) == "wgmma";
+  if (!wgmma) {
+    if (d <= 64) c = pick(128, 64, 4, 2);
+    else if (d <= 128) c = pick(64, 64, 4, 2);
+    else c = pick(64, 64, 4, 1);
+  }
+  if (reason)
+    *reason = "heuristic table (FLASHJIT_AUTOTUNE=off) for d=" + std::to_string(d) + (wgmma ? ", wgmma" : ", mma.sync") +
+              ": " + c.str();
+  return c;
 }
 
 ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const std::string& reason,
@@ -94,7 +93,10 @@ ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const s
   m.k = c.block_m * p.d_qk_pad * 2;
   m.v = m.k + c.num_stages * m.k_stage;
   m.total = m.v + c.num_stages * m.v_stage;
-  p.shared_bytes = m.total;
+  // wgmma's 128-byte swizzle works on absolute address bits, so its tiles need 1024-byte
+  // alignment, which the dynamic shared-memory base does not promise (measured: wrong results
+  // below 48 KB on the H200): the kernel rounds its base up, within 1 KB of slack.
+  p.shared_bytes = m.total + (p.wgmma ? kWgmmaAlignSlack : 0);
   if (p.shared_bytes > max_shared_bytes(arch))
     reject(c, "Q and " + std::to_string(c.num_stages) + " stages of K/V tiles need " + std::to_string(p.shared_bytes) +
                   " bytes of shared memory; " + arch + " allows " + std::to_string(max_shared_bytes(arch)) + " per CTA");

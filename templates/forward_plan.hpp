@@ -49,8 +49,12 @@ struct ForwardPlan {
   std::string describe() const;
 };
 
-// The heuristic table used until the autotuner lands (DESIGN §6, FLASHJIT_AUTOTUNE=off).
-TileConfig heuristic_config(const AttentionSpec& spec, std::string* reason);
+// The heuristic table (DESIGN §6, FLASHJIT_AUTOTUNE=off), by head dim and by the tensor-core
+// instruction `arch` gets (wgmma on sm_90a unless FLASHJIT_MMA=sync, else mma.sync).
+TileConfig heuristic_config(const AttentionSpec& spec, const std::string& arch, std::string* reason);
+
+// Shared-memory slack of a wgmma kernel: its base is rounded up to 1024 bytes.
+inline constexpr int kWgmmaAlignSlack = 1024;
 
 // Copies what the runtime needs to launch `plan` (entry points, block-map layout, threads,
 // shared memory, description) into `out`: one place for a fresh compile and a cache hit alike.

@@ -38,22 +38,36 @@ TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry"
   CHECK_THAT(k.ptx, Catch::Contains(".visible .entry " + k.entry));
   CHECK_THAT(k.ptx, Catch::Contains(".target sm_90a"));
   CHECK_THAT(k.ptx, Catch::Contains(".version 8.0"));
-  // The tile primitives must be there: tensor cores, ldmatrix (plain for Q/K, .trans for V),
-  // the cp.async pipeline, quad shuffles, ex2.approx and the paired bf16 conversion.
-  CHECK_THAT(k.ptx, Catch::Contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+  // The tile primitives must be there. On sm_90a: warpgroup MMA with its fences (S = QKᵀ with n =
+  // block_n, PV in 64-column panels), Q fragments by ldmatrix, the cp.async pipeline published to
+  // the async proxy, quad shuffles, ex2.approx and the paired bf16 conversion.
+  CHECK_THAT(k.ptx, Catch::Contains("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
+  CHECK_THAT(k.ptx, Catch::Contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"));
+  CHECK_THAT(k.ptx, Catch::Contains("wgmma.fence.sync.aligned"));
+  CHECK_THAT(k.ptx, Catch::Contains("wgmma.commit_group.sync.aligned"));
+  CHECK_THAT(k.ptx, Catch::Contains("wgmma.wait_group.sync.aligned 0"));
+  CHECK_THAT(k.ptx, Catch::Contains("fence.proxy.async.shared::cta"));
   CHECK_THAT(k.ptx, Catch::Contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"));
-  CHECK_THAT(k.ptx, Catch::Contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
   CHECK_THAT(k.ptx, Catch::Contains("cp.async.cg.shared.global"));
   CHECK_THAT(k.ptx, Catch::Contains("cp.async.wait_group"));
   CHECK_THAT(k.ptx, Catch::Contains("shfl.sync.bfly.b32"));
   CHECK_THAT(k.ptx, Catch::Contains("ex2.approx.ftz.f32"));
   CHECK_THAT(k.ptx, Catch::Contains("cvt.rn.bf16x2.f32"));
-  CHECK_THAT(k.ptx, Catch::Contains(".maxntid 128, 1, 1"));
+  CHECK_THAT(k.ptx, Catch::Contains(".maxntid 256, 1, 1"));
   CHECK_THAT(k.llvm_ir, Catch::Contains("ptx_kernel"));
   CHECK(k.key.size() == 16);
-  CHECK(k.threads == 128);
-  // Q [64][128] and two stages of K and V [64][128], 16-bit.
-  CHECK(k.shared_bytes == 64 * 128 * 2 + 2 * 2 * 64 * 128 * 2);
+  CHECK(k.threads == 256);
+  // Q [128][128] and two stages of K and V [128][128], 16-bit, plus 1 KB to align the base to 1024.
+  CHECK(k.shared_bytes == 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 1024);
+  // On sm_80 the same spec gets mma.sync: ldmatrix for Q/K, .trans for V.
+  CompileOptions sm80;
+  sm80.arch = "sm_80";
+  CompiledKernel k80 = compile_to_ptx(default_spec(), sm80);
+  CHECK_THAT(k80.ptx, Catch::Contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+  CHECK_THAT(k80.ptx, Catch::Contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+  CHECK_THAT(k80.ptx, !Catch::Contains("wgmma"));
+  CHECK(k80.threads == 128);
+  CHECK(k80.shared_bytes == 64 * 128 * 2 + 2 * 2 * 64 * 128 * 2);
 }
 
 TEST_CASE("codegen: kernel keys separate what changes code and ignore the name", "[codegen]") {
@@ -147,7 +161,7 @@ TEST_CASE("codegen: tile configs that break a limit are rejected naming the limi
   AttentionSpec big = make(DType::bf16, 256, "none");
   CompileOptions o;
   o.config = TileConfig{64, 128, 4, 4};  // Q 32 KB + 4 × (64 + 64) KB of K/V
-  CHECK_THROWS_WITH(compile_to_ptx(big, o), Catch::Contains("need 557056 bytes of shared memory") &&
+  CHECK_THROWS_WITH(compile_to_ptx(big, o), Catch::Contains("need 558080 bytes of shared memory") &&
                                               Catch::Contains("sm_90a allows 232448"));
   CompileOptions bad_arch;
   bad_arch.arch = "sm_70";
@@ -221,19 +235,29 @@ TEST_CASE("codegen: issue-4 masks and scores and head dims assemble with tensor 
       specs.push_back(s);
     }
   test::TempDir dir;
-  for (const AttentionSpec& s : specs) {
-    CompiledKernel k = compile_to_ptx(s);
-    INFO(s.canonical() << k.description);
-    CHECK_THAT(k.ptx, Catch::Contains("mma.sync.aligned.m16n8k16") && Catch::Contains("ldmatrix.sync.aligned") &&
-                          Catch::Contains("cp.async.cg.shared.global"));
-    if (ptxas.empty()) continue;
-    std::string path = dir.path + "/" + k.key + ".ptx";
-    std::ofstream(path) << k.ptx;
-    auto r = test::run_command("'" + ptxas + "' -v -arch=sm_90a -o " + path + ".cubin " + path);
-    INFO(r.output);
-    CHECK(r.code == 0);
-    // Every entry (the forward kernel and, for tensor masks, its block-map pre-pass) is spill-free.
-    CHECK_THAT(r.output, Catch::Contains("0 bytes spill stores, 0 bytes spill loads"));
-    CHECK_FALSE(std::regex_search(r.output, std::regex(R"([1-9][0-9]* bytes spill)")));
-  }
+  CompileOptions sm80;
+  sm80.arch = "sm_80";
+  for (const AttentionSpec& s : specs)
+    for (const CompileOptions& o : {CompileOptions{}, sm80}) {
+      CompiledKernel k = compile_to_ptx(s, o);
+      INFO(s.canonical() << k.arch << " " << k.description);
+      // sm_90a: warpgroup MMA; sm_80 (and FLASHJIT_MMA=sync): mma.sync with ldmatrix. Both stream
+      // K/V with cp.async.
+      if (k.arch == "sm_90a")
+        CHECK_THAT(k.ptx, Catch::Contains("wgmma.mma_async.sync.aligned") && Catch::Contains("cp.async.cg.shared.global"));
+      else
+        CHECK_THAT(k.ptx, Catch::Contains("mma.sync.aligned.m16n8k16") && Catch::Contains("ldmatrix.sync.aligned") &&
+                              Catch::Contains("cp.async.cg.shared.global"));
+      if (ptxas.empty()) continue;
+      std::string path = dir.path + "/" + k.key + ".ptx";
+      std::ofstream(path) << k.ptx;
+      auto r = test::run_command("'" + ptxas + "' -v -arch=" + k.arch + " -o " + path + ".cubin " + path);
+      INFO(r.output);
+      CHECK(r.code == 0);
+      // Every entry (the forward kernel and, for tensor masks, its block-map pre-pass) is spill-free,
+      // and ptxas never had to serialise the wgmma pipeline.
+      CHECK_THAT(r.output, Catch::Contains("0 bytes spill stores, 0 bytes spill loads"));
+      CHECK_FALSE(std::regex_search(r.output, std::regex(R"([1-9][0-9]* bytes spill)")));
+      CHECK_THAT(r.output, !Catch::Contains("serialized"));
+    }
 }
