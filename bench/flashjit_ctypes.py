@@ -50,7 +50,8 @@ class ForwardArgs(ctypes.Structure):
                 ("lse", ctypes.c_void_p), ("scale", ctypes.c_float),
                 ("params", ctypes.POINTER(Param)), ("num_params", ctypes.c_int),
                 ("buffers", ctypes.POINTER(Buffer)), ("num_buffers", ctypes.c_int),
-                ("stream", ctypes.c_void_p)]
+                ("stream", ctypes.c_void_p),
+                ("block_map", ctypes.c_void_p)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -101,6 +102,8 @@ def lib():
         "fj_kernel_destroy": (None, [P]),
         "fj_kernel_get_info": (st, [P, ctypes.POINTER(KernelInfo)]),
         "fj_forward": (st, [P, ctypes.POINTER(ForwardArgs)]),
+        "fj_block_map_build": (st, [P, ctypes.POINTER(ForwardArgs), ctypes.POINTER(P)]),
+        "fj_block_map_destroy": (None, [P]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(L, name)
@@ -145,6 +148,20 @@ def _tensor(t, what):
     return c
 
 
+class _BlockMap:
+    """Owns an fj_block_map handle (destroyed with the launch closure that keeps it)."""
+
+    def __init__(self, handle):
+        self.h = handle
+
+    def __del__(self):
+        try:
+            if self.h:
+                lib().fj_block_map_destroy(self.h)
+        except Exception:
+            pass
+
+
 class Kernel:
     def __init__(self, handle, runtime):
         self._h = ctypes.c_void_p(handle)
@@ -171,11 +188,14 @@ class Kernel:
         except Exception:
             pass
 
-    def prepare(self, q, k, v, o, lse=None, scale=0.0, params=None, buffers=None, stream=None):
+    def prepare(self, q, k, v, o, lse=None, scale=0.0, params=None, buffers=None, stream=None, block_map=False):
         """Builds the C argument struct once; returns launch() that runs the forward on it.
 
         q, k, v, o: torch views [batch, seq, heads, dim]; params: {name: value};
-        buffers: {name: torch tensor (contiguous, of the spec's element type)}."""
+        buffers: {name: torch tensor (contiguous, of the spec's element type)}.
+        block_map=True (masks that read tensors): build the block map once here, as
+        FlexAttention's create_block_mask does, instead of a pre-pass before every launch; the
+        buffers' contents must not change while launch() is used."""
         import torch
         a = ForwardArgs()
         a.struct_size = ctypes.sizeof(ForwardArgs)
@@ -208,6 +228,11 @@ class Kernel:
             stream = torch.cuda.current_stream().cuda_stream
         a.stream = stream
         keep.extend([q, k, v, o, lse])
+        if block_map:
+            m = ctypes.c_void_p()
+            _check(lib().fj_block_map_build(self._h, ctypes.byref(a), ctypes.byref(m)), "fj_block_map_build")
+            keep.append(_BlockMap(m))
+            a.block_map = m
         fwd = lib().fj_forward
         h = self._h
         ref = ctypes.byref(a)

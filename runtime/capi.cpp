@@ -21,6 +21,10 @@ struct fj_kernel {
   std::string canonical;  // the spec's canonical text, owned here for fj_kernel_info::spec
 };
 
+struct fj_block_map {
+  flashjit::BlockMap map;
+};
+
 namespace {
 
 // The first published layouts end at these fields: callers compiled against them must keep
@@ -249,45 +253,75 @@ FJ_API fj_status fj_kernel_get_info(const fj_kernel* kernel, fj_kernel_info* out
   });
 }
 
+}  // extern "C"
+
+namespace {
+
+// The C++ arguments of a checked fj_forward_args (fn names the caller in messages).
+flashjit::ForwardArgs forward_args(const fj_forward_args& a, const char* fn) {
+  const std::string f_ = fn;
+  flashjit::ForwardArgs f;
+  f.batch = a.batch;
+  f.seq_q = a.seq_q;
+  f.seq_kv = a.seq_kv;
+  f.heads_q = a.heads_q;
+  f.heads_kv = a.heads_kv;
+  f.q = tensor(a.q);
+  f.k = tensor(a.k);
+  f.v = tensor(a.v);
+  f.o = tensor(a.o);
+  f.lse = a.lse;
+  f.scale = a.scale;
+  f.stream = a.stream;
+  if (a.num_params < 0) usage(f_ + ": args->num_params is " + std::to_string(a.num_params) + "; it must be >= 0");
+  if (a.num_params > 0 && !a.params)
+    usage(f_ + ": args->params is NULL but args->num_params is " + std::to_string(a.num_params));
+  for (int i = 0; i < a.num_params; ++i) {
+    if (!a.params[i].name) usage(f_ + ": args->params[" + std::to_string(i) + "].name is NULL");
+    f.params.push_back({a.params[i].name, a.params[i].value});
+  }
+  if (a.num_buffers < 0) usage(f_ + ": args->num_buffers is " + std::to_string(a.num_buffers) + "; it must be >= 0");
+  if (a.num_buffers > 0 && !a.buffers)
+    usage(f_ + ": args->buffers is NULL but args->num_buffers is " + std::to_string(a.num_buffers));
+  for (int i = 0; i < a.num_buffers; ++i) {
+    const fj_buffer& b = a.buffers[i];
+    // Only what C++ cannot represent is checked here; data and numel are checked by
+    // Kernel::forward against the spec's declaration (one set of rules for both APIs).
+    if (!b.name) usage(f_ + ": args->buffers[" + std::to_string(i) + "].name is NULL");
+    f.buffers.push_back({b.name, b.data, b.numel});
+  }
+  if (a.block_map) f.block_map = &a.block_map->map;
+  return f;
+}
+
+}  // namespace
+
+extern "C" {
+
 FJ_API fj_status fj_forward(const fj_kernel* kernel, const fj_forward_args* args) {
   return guarded("fj_forward", [&] {
     // The argument struct is checked first so its version errors are reported even for a NULL kernel.
     require(args, "fj_forward", "args");
     const fj_forward_args a = read_versioned(args, kForwardArgsV1Size, "fj_forward", "args", "fj_forward_args");
     require(kernel, "fj_forward", "kernel");
-    flashjit::ForwardArgs f;
-    f.batch = a.batch;
-    f.seq_q = a.seq_q;
-    f.seq_kv = a.seq_kv;
-    f.heads_q = a.heads_q;
-    f.heads_kv = a.heads_kv;
-    f.q = tensor(a.q);
-    f.k = tensor(a.k);
-    f.v = tensor(a.v);
-    f.o = tensor(a.o);
-    f.lse = a.lse;
-    f.scale = a.scale;
-    f.stream = a.stream;
-    if (a.num_params < 0) usage("fj_forward: args->num_params is " + std::to_string(a.num_params) + "; it must be >= 0");
-    if (a.num_params > 0 && !a.params)
-      usage("fj_forward: args->params is NULL but args->num_params is " + std::to_string(a.num_params));
-    for (int i = 0; i < a.num_params; ++i) {
-      if (!a.params[i].name) usage("fj_forward: args->params[" + std::to_string(i) + "].name is NULL");
-      f.params.push_back({a.params[i].name, a.params[i].value});
-    }
-    if (a.num_buffers < 0)
-      usage("fj_forward: args->num_buffers is " + std::to_string(a.num_buffers) + "; it must be >= 0");
-    if (a.num_buffers > 0 && !a.buffers)
-      usage("fj_forward: args->buffers is NULL but args->num_buffers is " + std::to_string(a.num_buffers));
-    for (int i = 0; i < a.num_buffers; ++i) {
-      const fj_buffer& b = a.buffers[i];
-      // Only what C++ cannot represent is checked here; data and numel are checked by
-      // Kernel::forward against the spec's declaration (one set of rules for both APIs).
-      if (!b.name) usage("fj_forward: args->buffers[" + std::to_string(i) + "].name is NULL");
-      f.buffers.push_back({b.name, b.data, b.numel});
-    }
-    kernel->kernel.forward(f);
+    kernel->kernel.forward(forward_args(a, "fj_forward"));
   });
 }
+
+FJ_API fj_status fj_block_map_build(const fj_kernel* kernel, const fj_forward_args* args, fj_block_map** out) {
+  if (out) *out = nullptr;
+  return guarded("fj_block_map_build", [&] {
+    require(args, "fj_block_map_build", "args");
+    const fj_forward_args a =
+        read_versioned(args, kForwardArgsV1Size, "fj_block_map_build", "args", "fj_forward_args");
+    require(kernel, "fj_block_map_build", "kernel");
+    require(out, "fj_block_map_build", "out");
+    if (a.block_map) usage("fj_block_map_build: args->block_map must be NULL (a map is built from the tensors)");
+    auto* m = new fj_block_map{kernel->kernel.build_block_map(forward_args(a, "fj_block_map_build"))};
+    *out = m;
+  });
+}
+
+FJ_API void fj_block_map_destroy(fj_block_map* map) { delete map; }
 
 }  // extern "C"

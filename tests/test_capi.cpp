@@ -2,6 +2,7 @@
 // a forward through the C ABI that matches the C++ API bit for bit.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -67,6 +68,14 @@ TEST_CASE("capi: NULL arguments are FJ_ERR_USAGE naming the argument", "[capi]")
   CHECK(fj_forward(nullptr, &a) == FJ_ERR_USAGE);
   CHECK_THAT(last_error(), Catch::Contains("kernel is NULL"));
 
+  fj_block_map* map = reinterpret_cast<fj_block_map*>(0x1);  // must be overwritten with NULL
+  CHECK(fj_block_map_build(nullptr, nullptr, &map) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("fj_block_map_build") && Catch::Contains("args is NULL"));
+  CHECK(map == nullptr);
+  CHECK(fj_block_map_build(nullptr, &a, &map) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("kernel is NULL"));
+  fj_block_map_destroy(nullptr);  // like free(NULL)
+
   fj_kernel_info info;
   std::memset(&info, 0, sizeof info);
   info.struct_size = sizeof info;
@@ -80,8 +89,9 @@ TEST_CASE("capi: struct_size too small or with unknown trailing fields is FJ_ERR
   fj_forward_args a = empty_args();
   a.struct_size = offsetof(fj_forward_args, stream);  // an impossible, older-than-v1 size
   CHECK(fj_forward(nullptr, &a) == FJ_ERR_USAGE);
+  // The smallest struct_size accepted is the first published layout's (ending at `stream`).
   CHECK_THAT(last_error(), Catch::Contains("args->struct_size is " + std::to_string(a.struct_size)) &&
-                               Catch::Contains(std::to_string(sizeof(fj_forward_args))));
+                               Catch::Contains(std::to_string(offsetof(fj_forward_args, stream) + sizeof(void*))));
   a.struct_size = 0;
   CHECK(fj_forward(nullptr, &a) == FJ_ERR_USAGE);
   CHECK_THAT(last_error(), Catch::Contains("struct_size is 0"));
@@ -317,6 +327,69 @@ TEST_CASE("capi: forward through the C ABI matches the C++ API bit for bit", "[c
   size_t nonzero = 0;
   for (uint16_t x : out2) nonzero += (x & 0x7FFF) != 0;
   CHECK(nonzero > out2.size() / 2);
+}
+
+TEST_CASE("capi: a block map built once is reused and gives the same output as a per-call rebuild", "[capi][gpu]") {
+  REQUIRE_GPU_OR_SKIP();
+  using namespace flashjit;
+  CapiGpu c;
+  REQUIRE(fj_runtime_create(0, &c.crt) == FJ_OK);
+  const char* spec = "dtype: bf16\nhead_dim: 64\nmask: \"causal && document(doc)\"\ntensors:\n  doc: i32[seq_kv]\n";
+  fj_status st = fj_compile(c.crt, spec, &c.ckernel);
+  INFO(last_error());
+  REQUIRE(st == FJ_OK);
+  Runtime rt = Runtime::create(0);
+  const int64_t B = 2, S = 777, H = 2, D = 64;
+  auto hx = random_bf16(B * S * H * D, 11);
+  std::vector<int32_t> doc(S);
+  for (int64_t i = 0; i < S; ++i) doc[i] = int32_t(i / 100 + (i % 7 == 0));  // ragged documents
+  std::sort(doc.begin(), doc.end());
+  DeviceBuffer x = rt.alloc(hx.size() * 2), o1 = rt.alloc(hx.size() * 2), o2 = rt.alloc(hx.size() * 2),
+               d = rt.alloc(S * 4);
+  x.upload(hx.data(), hx.size() * 2);
+  d.upload(doc.data(), S * 4);
+  fj_buffer buf{"doc", d.data(), S};
+  fj_forward_args a = empty_args();
+  a.batch = B;
+  a.seq_q = a.seq_kv = S;
+  a.heads_q = a.heads_kv = H;
+  a.q = a.k = a.v = to_c(bshd(x.data(), S, H, D));
+  a.o = to_c(bshd(o1.data(), S, H, D));
+  a.buffers = &buf;
+  a.num_buffers = 1;
+  REQUIRE(fj_forward(c.ckernel, &a) == FJ_OK);  // no map: rebuilt on the stream
+  fj_block_map* map = nullptr;
+  st = fj_block_map_build(c.ckernel, &a, &map);
+  INFO(last_error());
+  REQUIRE(st == FJ_OK);
+  REQUIRE(map != nullptr);
+  fj_forward_args b = a;
+  b.o = to_c(bshd(o2.data(), S, H, D));
+  b.block_map = map;
+  REQUIRE(fj_forward(c.ckernel, &b) == FJ_OK);
+  REQUIRE(fj_forward(c.ckernel, &b) == FJ_OK);  // reused
+  rt.synchronize();
+  std::vector<uint16_t> r1(hx.size()), r2(hx.size());
+  o1.download(r1.data(), r1.size() * 2);
+  o2.download(r2.data(), r2.size() * 2);
+  CHECK(r1 == r2);
+  fj_block_map* again = nullptr;
+  CHECK(fj_block_map_build(c.ckernel, &b, &again) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("args->block_map must be NULL"));
+  fj_forward_args other = b;
+  other.seq_q = 700;
+  CHECK(fj_forward(c.ckernel, &other) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("block_map was built for another kernel, sizes or params"));
+  fj_block_map_destroy(map);
+  fj_kernel* exact = nullptr;
+  REQUIRE(fj_compile(c.crt, kSpecD64, &exact) == FJ_OK);
+  fj_forward_args e = a;
+  e.buffers = nullptr;
+  e.num_buffers = 0;
+  CHECK(fj_block_map_build(exact, &e, &again) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("exact closed form"));
+  CHECK(again == nullptr);
+  fj_kernel_destroy(exact);
 }
 
 TEST_CASE("capi: forward argument errors are FJ_ERR_USAGE naming the argument", "[capi][gpu]") {

@@ -68,6 +68,7 @@ FJ_API fj_status fj_compile_ptx(const char* spec_yaml, const char* arch, char** 
 
 typedef struct fj_runtime fj_runtime; /* opaque; one per device */
 typedef struct fj_kernel fj_kernel;   /* opaque; a compiled, loaded spec; immutable */
+typedef struct fj_block_map fj_block_map; /* opaque; a mask's key-tile lists on the device */
 
 /* Opens `device` (uses the thread's current CUDA context if there is one, else the device's
    primary context). FJ_ERR_NO_GPU when libcuda.so.1 cannot be loaded or the device is missing. */
@@ -133,11 +134,23 @@ typedef struct fj_forward_args {
   const fj_param* params;   int num_params;   /* the spec's params; omitted ones take defaults */
   const fj_buffer* buffers; int num_buffers;  /* the spec's tensors, all required */
   void* stream;                              /* CUstream (or cudaStream_t); NULL = legacy default */
+  /* Added in 0.1.0 after the first layout (struct_size tells them apart):                      */
+  const fj_block_map* block_map;             /* from fj_block_map_build for these sizes, params
+                                                and tensor contents, or NULL = rebuild per call */
 } fj_forward_args;
 
 /* Checks shapes, strides and alignment (FJ_ERR_USAGE naming the argument), then launches
-   asynchronously on args->stream. Errors inside the kernel surface at the next synchronisation. */
+   asynchronously on args->stream. Errors inside the kernel surface at the next synchronisation.
+   A mask that reads tensors needs a block map (FlexAttention's BlockMask): without
+   args->block_map, a pre-pass rebuilds it on the stream before every launch. */
 FJ_API fj_status fj_forward(const fj_kernel* kernel, const fj_forward_args* args);
+
+/* Runs the block-map pre-pass once for args' sizes, params and tensors (args->block_map must be
+   NULL), so later fj_forward calls with the same sizes, params and tensor contents skip it.
+   FJ_ERR_USAGE when the kernel's mask has an exact closed form (it needs no map), or when a
+   map is later passed with other sizes or params. Rebuild it when the tensors change. */
+FJ_API fj_status fj_block_map_build(const fj_kernel* kernel, const fj_forward_args* args, fj_block_map** out);
+FJ_API void fj_block_map_destroy(fj_block_map* map);
 
 #ifdef __cplusplus
 } /* extern "C" */
