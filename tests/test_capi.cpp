@@ -334,7 +334,7 @@ TEST_CASE("capi: a block map built once is reused and gives the same output as a
   using namespace flashjit;
   CapiGpu c;
   REQUIRE(fj_runtime_create(0, &c.crt) == FJ_OK);
-  const char* spec = "dtype: bf16\nhead_dim: 64\nmask: \"causal && document(doc)\"\ntensors:\n  doc: i32[seq_kv]\n";
+  const char* spec = "dtype: bf16\nhead_dim: 64\nmask: \"causal && document(doc)\"\ntensors:\n  doc: {type: i32, dims: [seq_kv]}\n";
   fj_status st = fj_compile(c.crt, spec, &c.ckernel);
   INFO(last_error());
   REQUIRE(st == FJ_OK);
