@@ -135,7 +135,10 @@ void copy_tile(Emitter& e, const SmemTile& dst, Value* src, Value* row_stride, V
       if (wave) p = B.CreateGEP(B.getInt16Ty(), p, step);
       int imm;
       Value* dst_addr = dst_of(wave, nullptr, nullptr, &imm);
-      tile::cp_async_16(e, dst_addr, imm, p, B.getTrue());
+      auto copy = [&] { tile::cp_async_16(e, dst_addr, imm, p, B.getTrue()); };
+      // A last wave wider than the tile (small d or tiles, e.g. d=16 with 32 rows) is cut at it.
+      if ((wave + 1) * threads <= total) copy();
+      else e.when(B.CreateICmpULT(B.CreateAdd(tid, e.c32(wave * threads)), e.c32(total)), "copy.tail", copy);
     }
   });
   e.when(B.CreateNot(inside), "copy.edge", checked);
