@@ -18,4 +18,4 @@ for mask in none causal; do
   sweep 128 $mask "${SWEEP_128:-64,64,4,2;128,32,4,2;128,64,8,2;64,32,4,2;64,64,4,3;128,32,8,2}"
   sweep 256 $mask "${SWEEP_256:-64,32,4,2;64,32,4,1;128,32,8,2;64,32,4,3;32,32,2,2}"
 done
-grep -E "^(===|kernel|verify|perf|config)" "$L" | sed -E 's/ \(heuristic table[^)]*\)//; s/kernel   [0-9a-f]+ attention_fwd\/mma16816 bf16 //; s/verify   (PASS|FAIL).*/verify \1/'
+grep -E "^(===|kernel|verify|perf|config)" "$L" | sed -E 's/ \(heuristic table[^)]*\)//; s/kernel   [0-9a-f]+ attention_fwd\/(mma16816|wgmma) bf16 /\1 /; s/verify   (PASS|FAIL).*/verify \1/'
