@@ -39,7 +39,15 @@ int cmd_compile(int argc, char** argv) {
   else std::cout << text;
   std::cerr << "kernel " << k.key << " (" << k.entry << ") for " << k.arch << ": config " << k.config.str() << " — "
             << k.config_reason << "; PTX " << k.ptx.size() << " bytes, " << k.threads << " threads, "
-            << k.shared_bytes << " B shared\n";
+            << k.shared_bytes << " B shared";
+  // The help promises registers and spills when ptxas is there: the numbers the tuner prunes by.
+  PtxasReport r = run_ptxas(k.ptx, k.arch);
+  if (r.ran && r.ok)
+    std::cerr << "; ptxas: " << r.registers << " registers, " << r.spill_stores << " B spill stores, " << r.spill_loads
+              << " B spill loads";
+  else if (r.ran)
+    std::cerr << "; ptxas FAILED:\n" << r.log;
+  std::cerr << "\n";
   return kOk;
 }
 
