@@ -259,7 +259,7 @@ namespace {
 
 // The C++ arguments of a checked fj_forward_args (fn names the caller in messages).
 flashjit::ForwardArgs forward_args(const fj_forward_args& a, const char* fn) {
-  const std::string f_ = fn;
+  const std::string where = fn;
   flashjit::ForwardArgs f;
   f.batch = a.batch;
   f.seq_q = a.seq_q;
@@ -273,21 +273,21 @@ flashjit::ForwardArgs forward_args(const fj_forward_args& a, const char* fn) {
   f.lse = a.lse;
   f.scale = a.scale;
   f.stream = a.stream;
-  if (a.num_params < 0) usage(f_ + ": args->num_params is " + std::to_string(a.num_params) + "; it must be >= 0");
+  if (a.num_params < 0) usage(where + ": args->num_params is " + std::to_string(a.num_params) + "; it must be >= 0");
   if (a.num_params > 0 && !a.params)
-    usage(f_ + ": args->params is NULL but args->num_params is " + std::to_string(a.num_params));
+    usage(where + ": args->params is NULL but args->num_params is " + std::to_string(a.num_params));
   for (int i = 0; i < a.num_params; ++i) {
-    if (!a.params[i].name) usage(f_ + ": args->params[" + std::to_string(i) + "].name is NULL");
+    if (!a.params[i].name) usage(where + ": args->params[" + std::to_string(i) + "].name is NULL");
     f.params.push_back({a.params[i].name, a.params[i].value});
   }
-  if (a.num_buffers < 0) usage(f_ + ": args->num_buffers is " + std::to_string(a.num_buffers) + "; it must be >= 0");
+  if (a.num_buffers < 0) usage(where + ": args->num_buffers is " + std::to_string(a.num_buffers) + "; it must be >= 0");
   if (a.num_buffers > 0 && !a.buffers)
-    usage(f_ + ": args->buffers is NULL but args->num_buffers is " + std::to_string(a.num_buffers));
+    usage(where + ": args->buffers is NULL but args->num_buffers is " + std::to_string(a.num_buffers));
   for (int i = 0; i < a.num_buffers; ++i) {
     const fj_buffer& b = a.buffers[i];
     // Only what C++ cannot represent is checked here; data and numel are checked by
     // Kernel::forward against the spec's declaration (one set of rules for both APIs).
-    if (!b.name) usage(f_ + ": args->buffers[" + std::to_string(i) + "].name is NULL");
+    if (!b.name) usage(where + ": args->buffers[" + std::to_string(i) + "].name is NULL");
     f.buffers.push_back({b.name, b.data, b.numel});
   }
   if (a.block_map) f.block_map = &a.block_map->map;

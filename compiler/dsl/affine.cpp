@@ -66,10 +66,27 @@ Formula node(Formula::Kind k, std::vector<Formula> kids) {
   return f;
 }
 
+// The i32 value of an int64 computed exactly from i32 +, - and ×: those wrap modulo 2^32, so the
+// wrapped result is the exact one modulo 2^32 (C++20 defines the narrowing as modular).
+int64_t wrap_i32(int64_t x) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(x))); }
+
 // lhs - rhs + bias >= 0, or Unknown when it cannot be formed.
 Formula diff_atom(const LinearForm& lhs, const LinearForm& rhs, int64_t bias, const ExprPtr& source) {
+  // Two constants: compare the i32 values the kernel computes, not the exact ones (the fuzzer
+  // found `-21364836 < 48 - 21474836 * 565`: true in i32, where the product wraps, false in int64).
+  if (lhs.coeff.empty() && rhs.coeff.empty()) return Formula::constant(wrap_i32(lhs.c) - wrap_i32(rhs.c) + bias >= 0);
   auto d = combine(lhs, rhs, -1);
   if (!d || !add_checked(d->c, bias, d->c)) return unknown(source);
+  // The symbols cancel (q + c1 < q + c2): constant unless a side wraps at the q at hand. It
+  // stays an atom (not folded) so the analyses that know the bounds check `source` for wrap
+  // (classify's drop_wrapping, kv_range_may_overflow) before trusting the constant.
+  if (d->coeff.empty()) {
+    Formula f;
+    f.kind = Formula::Kind::Atom;
+    f.atom = std::move(*d);
+    f.source = source;
+    return f;
+  }
   return atom(std::move(*d), source);
 }
 

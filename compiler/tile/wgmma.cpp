@@ -38,8 +38,12 @@ void through_asm(Emitter& e, std::vector<llvm::Value*>& vals, const std::string&
     outs += std::string(i ? "," : "") + c;
     ins += "," + std::to_string(i);
   }
-  llvm::Value* r = asm_call(e, llvm::StructType::get(e.ctx, types), vals, text, outs + ins + ",~{memory}");
-  for (size_t i = 0; i < vals.size(); ++i) vals[i] = e.b.CreateExtractValue(r, static_cast<unsigned>(i));
+  // One output is returned as itself, several as a struct (LLVM's inline-asm rule).
+  llvm::Type* ret = types.size() == 1 ? types[0] : llvm::StructType::get(e.ctx, types);
+  llvm::Value* r = asm_call(e, ret, vals, text, outs + ins + ",~{memory}");
+  if (types.size() == 1) vals[0] = r;
+  else
+    for (size_t i = 0; i < vals.size(); ++i) vals[i] = e.b.CreateExtractValue(r, static_cast<unsigned>(i));
 }
 
 }  // namespace

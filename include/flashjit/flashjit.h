@@ -134,7 +134,7 @@ typedef struct fj_forward_args {
   const fj_param* params;   int num_params;   /* the spec's params; omitted ones take defaults */
   const fj_buffer* buffers; int num_buffers;  /* the spec's tensors, all required */
   void* stream;                              /* CUstream (or cudaStream_t); NULL = legacy default */
-  /* Added in 0.1.0 after the first layout (struct_size tells them apart):                      */
+  /* Appended after the first published layout (struct_size tells the two apart):              */
   const fj_block_map* block_map;             /* from fj_block_map_build for these sizes, params
                                                 and tensor contents, or NULL = rebuild per call */
 } fj_forward_args;

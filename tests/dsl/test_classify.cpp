@@ -186,3 +186,24 @@ TEST_CASE("wrap-around is reported and kept sound", "[dsl][interval]") {
   CHECK(c != TileClass::Empty);
   CHECK(classify(e, Box{0, 64, 0, 64}, in) == TileClass::Empty);  // no wrap below 648
 }
+
+TEST_CASE("comparisons of wrapping constants follow i32, as the kernel computes them", "[dsl][classify]") {
+  // Found by the fuzzer: 21474836 * 565 wraps to -751619548 in i32, so the mask is true
+  // everywhere; folded in int64 it looked false and the tile was classified EMPTY.
+  const Decls d = Decls::standard();
+  const World w = [&] { World x; x.seq_q = x.seq_kv = 6; return x; }();
+  MaskInputs in;
+  in.seq_q = in.seq_kv = 6;
+  in.tensors = &d.tensors;
+  // The third wraps on its right side only (q + 2147483747 < 0): false everywhere, and its
+  // symbols cancel, so a constant fold in int64 would have said true.
+  for (const char* text : {"-21364836 < 48 - 21474836 * 565", "q >= kv && 0 < 48 - 21474836 * 565",
+                           "q + 2147483000 < q + 2147483647 + 100"}) {
+    INFO(text);
+    ExprPtr e = compile(text, d, ExprRole::Mask);
+    Brute b = brute_force(*e, w, 0, 6, 0, 6);
+    TileClass c = classify(e, Box{0, 6, 0, 6}, in);
+    if (b.any) CHECK(c != TileClass::Empty);
+    if (!b.all) CHECK(c != TileClass::Full);
+  }
+}

@@ -132,3 +132,15 @@ TEST_CASE("a possible i32 overflow makes the kv range conservative", "[dsl][kv_r
   v.params[3] = Value::of_i32(4);
   CHECK_FALSE(kv_range_may_overflow(kr, v));
 }
+
+TEST_CASE("a constant comparison that wraps in i32 keeps its i32 meaning in the kv range", "[dsl][kv_range]") {
+  // 48 - 21474836 * 565 is 751619596 in i32 (the product wraps): the mask is plain causal. Folded
+  // in int64 the comparison looked false and every tile would have been skipped.
+  const Decls d = Decls::standard();
+  KvRange kr = derive_kv_range(compile("kv <= q && 0 < 48 - 21474836 * 565", d, ExprRole::Mask));
+  SymbolValues v;
+  v.seq_q = v.seq_kv = 128;
+  TileKvRange r = eval_kv_range(kr, 64, 128, v);
+  CHECK(r.visit_lo == 0);
+  CHECK(r.visit_hi == 128);
+}
