@@ -358,6 +358,20 @@ TEST_CASE("tune: a compile-cache hit on the second Runtime::compile avoids LLVM"
   CHECK(warm.registers() == cold.registers());
   CHECK(warm.spill_bytes() == cold.spill_bytes());
   CHECK(kernel_files(cache.dir.path) == 1);
-  WARN("cold compile " << cold_ms << " ms, cached " << warm_ms << " ms");
+  auto llvm_ms = [](const Kernel& k) {
+    double ms = 0;
+    for (const StageRecord& st : k.compiled().stages) ms += st.ms;
+    return ms;
+  };
+  WARN("cold compile " << cold_ms << " ms (LLVM stages " << llvm_ms(cold) << " ms; the first compile of the process), cached "
+                       << warm_ms << " ms");
   CHECK(warm_ms < 5);  // issue 5: ready to launch within 5 ms from the caches
+  // More new specs in the same process (LLVM and the driver already initialised): what an
+  // application pays for each new mask variant. Reported, not asserted (issue 5 asks for ≤ 300 ms).
+  for (const char* mask : {"window(256, 0)", "causal && q - kv < 300", "causal_br"}) {
+    const auto t = std::chrono::steady_clock::now();
+    Kernel k = rt.compile(small_spec(mask));
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+    WARN("cold compile of a new spec (" << mask << "): " << ms << " ms, LLVM stages " << llvm_ms(k) << " ms");
+  }
 }
