@@ -446,21 +446,22 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
       tile::wgmma_wait(e, acc);
       for (int ot = 0; ot < OT; ++ot)
         for (int i = 0; i < 4; ++i) oacc[0][ot][i] = acc[4 * ot + i];
-    }
-    for (int kc = 0; kc < NT / 2 && !plan.wgmma; ++kc) {
-      std::vector<Frag4> pa(MT);
-      for (int mt = 0; mt < MT; ++mt) pa[mt] = p_frag(mt, kc);
-      for (int vp = 0; vp < OT / 2; ++vp) {
-        Frag4 vb = tile::ldmatrix_x4(e, v_addr.reg(e, vs.base, vp), v_addr.imm(16 * kc, vp), true);
-        for (int mt = 0; mt < MT; ++mt) {
-          oacc[mt][2 * vp] = tile::mma_16816(e, dt, pa[mt], vb[0], vb[1], oacc[mt][2 * vp]);
-          oacc[mt][2 * vp + 1] = tile::mma_16816(e, dt, pa[mt], vb[2], vb[3], oacc[mt][2 * vp + 1]);
+    } else {
+      for (int kc = 0; kc < NT / 2; ++kc) {
+        std::vector<Frag4> pa(MT);
+        for (int mt = 0; mt < MT; ++mt) pa[mt] = p_frag(mt, kc);
+        for (int vp = 0; vp < OT / 2; ++vp) {
+          Frag4 vb = tile::ldmatrix_x4(e, v_addr.reg(e, vs.base, vp), v_addr.imm(16 * kc, vp), true);
+          for (int mt = 0; mt < MT; ++mt) {
+            oacc[mt][2 * vp] = tile::mma_16816(e, dt, pa[mt], vb[0], vb[1], oacc[mt][2 * vp]);
+            oacc[mt][2 * vp + 1] = tile::mma_16816(e, dt, pa[mt], vb[2], vb[3], oacc[mt][2 * vp + 1]);
+          }
         }
-      }
-      if (OT % 2) {
-        const int c = (OT - 1) / 2;
-        auto vb = tile::ldmatrix_x2(e, v_last_addr.reg(e, vs.base, c), v_last_addr.imm(16 * kc, c), true);
-        for (int mt = 0; mt < MT; ++mt) oacc[mt][OT - 1] = tile::mma_16816(e, dt, pa[mt], vb[0], vb[1], oacc[mt][OT - 1]);
+        if (OT % 2) {
+          const int c = (OT - 1) / 2;
+          auto vb = tile::ldmatrix_x2(e, v_last_addr.reg(e, vs.base, c), v_last_addr.imm(16 * kc, c), true);
+          for (int mt = 0; mt < MT; ++mt) oacc[mt][OT - 1] = tile::mma_16816(e, dt, pa[mt], vb[0], vb[1], oacc[mt][OT - 1]);
+        }
       }
     }
     for (int mt = 0; mt < MT; ++mt)

@@ -31,22 +31,21 @@ std::string mma_kind(const TileConfig& c, const std::string& arch) {
 
 TileConfig heuristic_config(const AttentionSpec& spec, const std::string& arch, std::string* reason) {
   const int d = std::max(spec.head_dim_qk, spec.head_dim_v);
-  auto pick = [](int bm, int bn, int warps, int stages) { return TileConfig{bm, bn, warps, stages}; };
-  TileConfig c;
+  TileConfig c;  // {block_m, block_n, num_warps, num_stages}
   // wgmma (sm_90a), measured on the H200 (docs/perf-notes.md §5, bf16, 4k, batch 4, hidden 2048):
   // one warpgroup with 128-key tiles at d ≤ 64; two warpgroups (8 warps, 128 rows) at larger d,
   // with 128-key tiles up to d = 128 and 64-key tiles above (192 KB of shared memory at d = 256).
   // mma.sync (sm_80, FLASHJIT_MMA=sync; §2 and §4): two m-tiles per warp at d ≤ 64 (each K/V
   // fragment feeds 4 mma); at d = 128 one m-tile and 64-key tiles (two m-tiles are 8% faster but
   // spill, so only the tuner picks them); above, 64-key tiles and one stage (2 CTAs per SM).
-  if (d <= 64) c = pick(64, 128, 4, 2);
-  else if (d <= 128) c = pick(128, 128, 8, 2);
-  else c = pick(128, 64, 8, 2);
+  if (d <= 64) c = {64, 128, 4, 2};
+  else if (d <= 128) c = {128, 128, 8, 2};
+  else c = {128, 64, 8, 2};
   const bool wgmma = mma_kind(c, arch) == "wgmma";
   if (!wgmma) {
-    if (d <= 64) c = pick(128, 64, 4, 2);
-    else if (d <= 128) c = pick(64, 64, 4, 2);
-    else c = pick(64, 64, 4, 1);
+    if (d <= 64) c = {128, 64, 4, 2};
+    else if (d <= 128) c = {64, 64, 4, 2};
+    else c = {64, 64, 4, 1};
   }
   if (reason)
     *reason = "heuristic table (FLASHJIT_AUTOTUNE=off) for d=" + std::to_string(d) + (wgmma ? ", wgmma" : ", mma.sync") +
