@@ -9,14 +9,7 @@ namespace {
 
 // Strides (elements) of [b, s, h, d] for a tensor stored BSHD or BHSD.
 Tensor view(void* data, const Case& c, int64_t seq, int64_t heads, int64_t dim) {
-  if (!c.bhsd) return bshd(data, seq, heads, dim);
-  Tensor t;
-  t.data = data;
-  t.stride[0] = heads * seq * dim;
-  t.stride[1] = dim;
-  t.stride[2] = seq * dim;
-  t.stride[3] = 1;
-  return t;
+  return c.bhsd ? bhsd(data, seq, heads, dim) : bshd(data, seq, heads, dim);
 }
 
 // Host BSHD ↔ the device layout of `view`.
@@ -36,6 +29,16 @@ std::vector<uint16_t> relayout(const std::vector<uint16_t>& in, const Case& c, i
 }
 
 }  // namespace
+
+Tensor bhsd(void* data, int64_t seq, int64_t heads, int64_t dim) {
+  Tensor t;
+  t.data = data;
+  t.stride[0] = heads * seq * dim;
+  t.stride[1] = dim;
+  t.stride[2] = seq * dim;
+  t.stride[3] = 1;
+  return t;
+}
 
 AttentionSpec make_spec(DType dt, int d_qk, int d_v, const std::string& mask, const std::string& score) {
   AttentionSpec s;

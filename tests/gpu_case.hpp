@@ -15,6 +15,10 @@ struct Case {
   std::vector<ParamValue> params;
 };
 
+// BHSD memory ([batch, heads, seq, dim]) seen through [batch, seq, heads, dim] strides (the
+// public `bshd` is the other layout).
+Tensor bhsd(void* data, int64_t seq, int64_t heads, int64_t dim);
+
 // A spec from its parts (mask/score in the DSL).
 AttentionSpec make_spec(DType dt, int d_qk, int d_v, const std::string& mask, const std::string& score = "score");
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flashjit/flashjit.h"
+#include "tests/gpu_case.hpp"
 #include "tests/support.hpp"
 
 namespace {
@@ -220,17 +221,6 @@ fj_tensor to_c(const flashjit::Tensor& t) {
   return c;
 }
 
-// BHSD memory ([batch, heads, seq, dim]) seen through [batch, seq, heads, dim] strides.
-flashjit::Tensor bhsd(void* data, int64_t seq, int64_t heads, int64_t dim) {
-  flashjit::Tensor t;
-  t.data = data;
-  t.stride[0] = heads * seq * dim;
-  t.stride[1] = dim;
-  t.stride[2] = seq * dim;
-  t.stride[3] = 1;
-  return t;
-}
-
 struct CapiGpu {
   fj_runtime* crt = nullptr;
   fj_kernel* ckernel = nullptr;
@@ -290,7 +280,7 @@ TEST_CASE("capi: forward through the C ABI matches the C++ API bit for bit", "[c
   f.heads_q = HQ;
   f.heads_kv = HKV;
   f.q = bshd(q.data(), S, HQ, D);
-  f.k = bhsd(k.data(), S, HKV, D);
+  f.k = test::bhsd(k.data(), S, HKV, D);
   f.v = bshd(v.data(), S, HKV, D);
   f.o = bshd(o1.data(), S, HQ, D);
   f.lse = static_cast<float*>(l1.data());
