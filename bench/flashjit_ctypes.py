@@ -148,21 +148,35 @@ def _tensor(t, what):
     return c
 
 
-class _BlockMap:
-    """Owns an fj_block_map handle (destroyed with the launch closure that keeps it)."""
+class _Handle:
+    """Owns one C handle: close() (or garbage collection) calls the library's `_destroy` on it once."""
 
-    def __init__(self, handle):
-        self.h = handle
+    _destroy = None  # name of the fj_*_destroy function
+
+    def close(self):
+        if getattr(self, "_h", None):
+            getattr(lib(), self._destroy)(self._h)
+            self._h = None
 
     def __del__(self):
         try:
-            if self.h:
-                lib().fj_block_map_destroy(self.h)
+            self.close()
         except Exception:
             pass
 
 
-class Kernel:
+class _BlockMap(_Handle):
+    """An fj_block_map, destroyed with the launch closure that keeps it."""
+
+    _destroy = "fj_block_map_destroy"
+
+    def __init__(self, handle):
+        self._h = handle
+
+
+class Kernel(_Handle):
+    _destroy = "fj_kernel_destroy"
+
     def __init__(self, handle, runtime):
         self._h = ctypes.c_void_p(handle)
         self._runtime = runtime  # kernels keep their context alive anyway; this keeps the wrapper tidy
@@ -176,17 +190,6 @@ class Kernel:
             val = getattr(info, name)
             self.info[name] = val.decode() if isinstance(val, bytes) else val
         self.config = f"bm{info.block_m}_bn{info.block_n}_w{info.num_warps}_s{info.num_stages}"
-
-    def close(self):
-        if self._h:
-            lib().fj_kernel_destroy(self._h)
-            self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def prepare(self, q, k, v, o, lse=None, scale=0.0, params=None, buffers=None, stream=None, block_map=False):
         """Builds the C argument struct once; returns launch() that runs the forward on it.
@@ -250,7 +253,9 @@ class Kernel:
         self.prepare(q, k, v, o, **kw)()
 
 
-class Runtime:
+class Runtime(_Handle):
+    _destroy = "fj_runtime_destroy"
+
     def __init__(self, device=0):
         h = ctypes.c_void_p()
         _check(lib().fj_runtime_create(device, ctypes.byref(h)), "fj_runtime_create")
@@ -260,14 +265,3 @@ class Runtime:
         h = ctypes.c_void_p()
         _check(lib().fj_compile(self._h, spec_yaml.encode(), ctypes.byref(h)), "fj_compile")
         return Kernel(h.value, self)
-
-    def close(self):
-        if self._h:
-            lib().fj_runtime_destroy(self._h)
-            self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
