@@ -3,6 +3,8 @@
 #include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
+#include "compiler/tile/inline_ptx.hpp"
+
 #include <string>
 #include <vector>
 
@@ -12,24 +14,14 @@ using llvm::Intrinsic::getDeclaration;
 
 namespace {
 
-// "[$n]" or "[$n+imm]": the constant part of a shared address, folded into the instruction.
-std::string address(int operand, int imm) {
-  std::string r = "[$" + std::to_string(operand);
-  if (imm) r += "+" + std::to_string(imm);
-  return r + "]";
-}
-
 // ldmatrix reads shared memory written by other threads; it must not move across barriers
 // (readonly, so LLVM orders it after every may-write call) nor into divergent code (convergent:
 // .sync.aligned needs the whole warp).
 llvm::CallInst* ldmatrix_call(Emitter& e, int regs, llvm::Value* addr, int imm, bool trans) {
-  std::string text = "ldmatrix.sync.aligned.m8n8.x" + std::to_string(regs) + (trans ? ".trans" : "") + ".shared.b16 {";
+  const std::string text = "ldmatrix.sync.aligned.m8n8.x" + std::to_string(regs) + (trans ? ".trans" : "") +
+                           ".shared.b16 " + asm_reg_list(0, regs) + ", " + asm_address(regs, imm) + ";";
   std::string constraints;
-  for (int i = 0; i < regs; ++i) {
-    text += (i ? ", $" : "$") + std::to_string(i);
-    constraints += "=r,";
-  }
-  text += "}, " + address(regs, imm) + ";";
+  for (int i = 0; i < regs; ++i) constraints += "=r,";
   constraints += "r";
   std::vector<llvm::Type*> out(regs, e.i32());
   auto* type = llvm::FunctionType::get(llvm::StructType::get(e.ctx, out), {e.i32()}, false);
@@ -78,7 +70,7 @@ void cp_async_16(Emitter& e, llvm::Value* dst, int imm, llvm::Value* src, llvm::
   // src-size 0 makes the copy write 16 zero bytes (PTX ISA §9.7.9.25.3.1, "cp.async", src-size).
   llvm::Value* bytes = e.b.CreateSelect(valid, e.c32(16), e.c32(0));
   auto* type = llvm::FunctionType::get(e.b.getVoidTy(), {e.i32(), src->getType(), e.i32()}, false);
-  std::string text = "cp.async.cg.shared.global " + address(0, imm) + ", [$1], 16, $2;";
+  std::string text = "cp.async.cg.shared.global " + asm_address(0, imm) + ", [$1], 16, $2;";
   e.b.CreateCall(llvm::InlineAsm::get(type, text, "r,l,r,~{memory}", /*hasSideEffects=*/true), {dst, src, bytes});
 }
 

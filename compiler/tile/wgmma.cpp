@@ -2,6 +2,8 @@
 
 #include <llvm/IR/InlineAsm.h>
 
+#include "compiler/tile/inline_ptx.hpp"
+
 #include <string>
 
 namespace flashjit::tile {
@@ -16,12 +18,6 @@ llvm::CallInst* asm_call(Emitter& e, llvm::Type* ret, const std::vector<llvm::Va
   llvm::CallInst* call = e.b.CreateCall(llvm::InlineAsm::get(fn, text, constraints, /*hasSideEffects=*/true), args);
   call->setConvergent();  // .sync.aligned: the whole warp (warpgroup) executes it together
   return call;
-}
-
-std::string reg_list(int first, int count) {
-  std::string s = "{";
-  for (int i = 0; i < count; ++i) s += (i ? ", $" : "$") + std::to_string(first + i);
-  return s + "}";
 }
 
 // Runs `text` with `vals` as tied in/out operands ("+f"/"+r"); the results replace `vals`.
@@ -73,7 +69,7 @@ std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vecto
   } else {
     for (llvm::Value* r : a.regs) args.push_back(r);
     constraints += ",r,r,r,r";
-    a_text = reg_list(next, 4);
+    a_text = asm_reg_list(next, 4);
     next += 4;
   }
   args.push_back(b_desc);
@@ -84,7 +80,7 @@ std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vecto
   const std::string scale_d = "$" + std::to_string(next++);
   // scale-d (a predicate) = 1: accumulate; scale-a = scale-b = 1; trans-a (descriptor A only) = 0.
   std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, " + scale_d + ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
-                     std::to_string(n) + "k16.f32." + ab + "." + ab + " " + reg_list(0, nacc) + ", " + a_text + ", " +
+                     std::to_string(n) + "k16.f32." + ab + "." + ab + " " + asm_reg_list(0, nacc) + ", " + a_text + ", " +
                      b_text + ", p, 1, 1, " + (a.desc ? "0, " : "") + (trans_b ? "1" : "0") + ";\n}";
   std::vector<llvm::Type*> types(nacc, e.f32());
   llvm::Value* r = asm_call(e, llvm::StructType::get(e.ctx, types), args, text, constraints);
