@@ -8,6 +8,8 @@ TEST_FILTER=("$@")   # optional Catch2 test filter, e.g. "[masks]"
 OUT=${OUT:-/tmp/flashjit-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# No driver JIT cache: compile times measured here are cold (flashjit's own cache is per test).
+export CUDA_CACHE_DISABLE=1
 # Few files come back from the machine: the tests' log and the runs' log (info goes in the latter).
 T="$OUT/check-tests.txt"
 R="$OUT/check-runs.txt"

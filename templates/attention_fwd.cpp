@@ -224,24 +224,42 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   }
   // Loop step i visits key tile tile_at(i) (and whether it is wholly visible, from the list).
   auto tile_entry = [&](Value* i) { return B.CreateAlignedLoad(e.i32(), B.CreateGEP(e.i32(), tile_list, i), llvm::Align(4)); };
-  auto tile_at = [&](Value* i) -> Value* {
+  // With a pipeline (S ≥ 2), list entries of steps j .. j + S − 1 ride in registers, each loaded
+  // one step before it is needed: a load at the point of use put an L1/L2 round trip in front of
+  // every cp.async issue and every full/partial branch (docs/perf-notes.md §7). S = 1 configs are
+  // the register-bound ones (d = 256 on mma.sync): they load at the point of use.
+  const bool look_ahead = tile_list && S >= 2;
+  std::vector<llvm::AllocaInst*> ahead;
+  if (look_ahead) {
+    for (int k = 0; k < S; ++k) {
+      ahead.push_back(e.var(e.i32(), "entry", zero));
+      e.when(B.CreateICmpSLT(e.c32(k), n_tiles), "entry", [&] { B.CreateStore(tile_entry(e.c32(k)), ahead[k]); });
+    }
+  }
+  // `entry` is the list entry of step i when there is a list (nullptr otherwise).
+  auto tile_at = [&](Value* i, Value* entry) -> Value* {
     if (!tile_list) return B.CreateAdd(first_tile, i);
-    return B.CreateAnd(tile_entry(i), e.c32(static_cast<int>(~kTileFullBit)));
+    return B.CreateAnd(entry, e.c32(static_cast<int>(~kTileFullBit)));
   };
 
   // Tile i of the loop covers keys [(first_tile + i)·BN, +BN) and lives in stage i % S.
-  auto issue_kv = [&](Value* j) {
+  auto issue_kv = [&](Value* j, Value* entry) {
     Value* stage = B.CreateURem(j, e.c32(S));
-    Value* n0 = B.CreateMul(tile_at(j), e.c32(BN));
+    Value* n0 = B.CreateMul(tile_at(j, entry), e.c32(BN));
     copy_tile(e, k_stage(stage), k_base, strides[1][1], n0, seq_kv, BN, d_qk, plan.threads, tid);
     copy_tile(e, v_stage(stage), v_base, strides[2][1], n0, seq_kv, BN, d_v, plan.threads, tid);
+  };
+  // The list entry of step j + k (k < S) inside step j, or of step k in the prologue.
+  auto entry_at = [&](Value* j, int k) -> Value* {
+    if (!tile_list) return nullptr;
+    return look_ahead ? B.CreateLoad(e.i32(), ahead[k]) : tile_entry(B.CreateAdd(j, e.c32(k)));
   };
 
   // Prologue: Q, then the first num_stages − 1 K/V tiles, one commit group each.
   copy_tile(e, q_tile_smem, q_base, strides[0][1], q_start, seq_q, BM, d_qk, plan.threads, tid);
   tile::cp_async_commit(e);
   for (int s = 0; s + 1 < S; ++s) {
-    e.when(B.CreateICmpSLT(e.c32(s), n_tiles), "prologue", [&] { issue_kv(e.c32(s)); });
+    e.when(B.CreateICmpSLT(e.c32(s), n_tiles), "prologue", [&] { issue_kv(e.c32(s), entry_at(zero, s)); });
     tile::cp_async_commit(e);
   }
   tile::cp_async_wait(e, S - 1);  // the Q group is complete
@@ -292,14 +310,27 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   auto row_g = [&](int mt) { return B.CreateAdd(q_start, B.CreateAdd(warp_row0, B.CreateAdd(e.c32(16 * mt), g))); };
 
   e.loop(zero, n_tiles, 1, "kv", [&](Value* j) {
-    e.when(B.CreateICmpSLT(B.CreateAdd(j, e.c32(S - 1)), n_tiles), "issue", [&] { issue_kv(B.CreateAdd(j, e.c32(S - 1))); });
+    // Entries of steps j and j + S − 1, read before the shift; without a look-ahead, `now` loads
+    // at each point of use (one register fewer across the loop for the S = 1 configs).
+    Value* ahead0 = look_ahead ? entry_at(j, 0) : nullptr;
+    Value* ahead_issue = look_ahead ? entry_at(j, S - 1) : nullptr;
+    auto now = [&](Value* cached, int k) { return cached ? cached : entry_at(j, k); };
+    if (look_ahead) {
+      // Shift, and fetch step j + S's entry (clamped: the loop runs only when n_tiles ≥ 1).
+      for (int k = 0; k + 1 < S; ++k) B.CreateStore(B.CreateLoad(e.i32(), ahead[k + 1]), ahead[k]);
+      Value* next = B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, B.CreateAdd(j, e.c32(S)), B.CreateSub(n_tiles, e.c32(1)));
+      B.CreateStore(tile_entry(next), ahead[S - 1]);
+    }
+    e.when(B.CreateICmpSLT(B.CreateAdd(j, e.c32(S - 1)), n_tiles), "issue", [&] {
+      issue_kv(B.CreateAdd(j, e.c32(S - 1)), now(ahead_issue, S - 1));
+    });
     tile::cp_async_commit(e);  // possibly empty: keeps "S − 1 groups pending" true at every wait
     tile::cp_async_wait(e, S - 1);
     if (plan.wgmma) tile::fence_proxy_async(e);
     tile::sync_threads(e);
     Value* stage = B.CreateURem(j, e.c32(S));
     SmemTile ks = k_stage(stage), vs = v_stage(stage);
-    Value* n0 = B.CreateMul(tile_at(j), e.c32(BN));
+    Value* n0 = B.CreateMul(tile_at(j, now(ahead0, 0)), e.c32(BN));
 
     // S = Q Kᵀ: each K fragment feeds all MT m-tiles.
     std::vector<std::vector<Acc4>> s(MT, std::vector<Acc4>(NT, Acc4{e.cf(0.f), e.cf(0.f), e.cf(0.f), e.cf(0.f)}));
@@ -361,7 +392,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
         for (int i = 0; i < 4; ++i) B.CreateStore(s[mt][nt][i], sacc[mt][nt][i]);
 
     // The mask runs only in tiles that are not wholly inside [full_lo, full_hi) (or flagged full).
-    Value* full = tile_list ? B.CreateICmpSLT(tile_entry(j), zero)
+    Value* full = tile_list ? B.CreateICmpSLT(now(ahead0, 0), zero)
                             : B.CreateAnd(B.CreateICmpSGE(n0, bounds.full_lo), B.CreateICmpSLE(B.CreateAdd(n0, e.c32(BN)), bounds.full_hi));
     e.when(B.CreateNot(full), "mask", [&] {
       for (int mt = 0; mt < MT; ++mt)

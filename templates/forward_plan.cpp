@@ -18,6 +18,31 @@ int max_shared_bytes(const std::string& arch) {
   return 99 * 1024;
 }
 
+// Shared memory of one SM, and what the driver reserves per CTA (same table: 228 KB on sm_90,
+// 164 KB on sm_80, 100 KB on sm_86/89; 1 KB per CTA).
+int sm_shared_bytes(const std::string& arch) {
+  if (arch == "sm_80") return 164 * 1024;
+  if (arch == "sm_90" || arch == "sm_90a") return 228 * 1024;
+  return 100 * 1024;
+}
+constexpr int kSharedReservedPerCta = 1024;
+
+// Registers per thread beyond the accumulators (addresses, softmax state, loop control, mask
+// terms). With it, the wgmma d = 64 kernel (64 + 32 + 16 accumulator registers) fits 168, the
+// budget of 3 CTAs of 128 threads, as ptxas 13.0 does without spilling (docs/perf-notes.md §7).
+constexpr int kRegisterOverhead = 56;
+
+int min_ctas_per_sm(const ForwardPlan& p, const std::string& arch) {
+  const TileConfig& c = p.config;
+  const int accumulators = (c.block_m * c.block_n + c.block_m * p.spec.head_dim_v +
+                            (p.q_in_registers ? c.block_m * p.spec.head_dim_qk / 2 : 0)) / p.threads;
+  const int need = accumulators + kRegisterOverhead;
+  const int by_smem = sm_shared_bytes(arch) / (p.shared_bytes + kSharedReservedPerCta);
+  for (int n = by_smem; n > 1; --n)
+    if (std::min(255, 65536 / (n * p.threads) / 8 * 8) >= need) return n;
+  return 1;
+}
+
 [[noreturn]] void reject(const TileConfig& c, const std::string& why) {
   throw Error(ErrorKind::spec, "tile config " + c.str() + " cannot be built: " + why);
 }
@@ -99,6 +124,7 @@ ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const s
   if (p.shared_bytes > max_shared_bytes(arch))
     reject(c, "Q and " + std::to_string(c.num_stages) + " stages of K/V tiles need " + std::to_string(p.shared_bytes) +
                   " bytes of shared memory; " + arch + " allows " + std::to_string(max_shared_bytes(arch)) + " per CTA");
+  p.min_ctas_per_sm = min_ctas_per_sm(p, arch);
   return p;
 }
 

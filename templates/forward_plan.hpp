@@ -45,6 +45,11 @@ struct ForwardPlan {
   bool wgmma = false;
   ForwardSmem smem;
   int shared_bytes = 0;
+  // CTAs per SM ptxas must leave room for (.minnctapersm): as many as shared memory allows,
+  // while the register budget that leaves (64K / (CTAs × threads)) still holds the kernel's
+  // accumulators with room to spare. Without it, a rarely taken mask path (tensor reads) could
+  // raise registers past the budget of its closed-form twin and cost a CTA per SM.
+  int min_ctas_per_sm = 1;
   std::string entry;              // kernel symbol; the pre-pass is entry + "_blockmap"
   std::string describe() const;
 };

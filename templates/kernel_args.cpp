@@ -39,9 +39,10 @@ llvm::Function* declare_kernel(llvm::Module& m, const ForwardPlan& plan, const s
   };
   note("kernel", 1);
   note("maxntidx", plan.threads);
-  // .minnctapersm 1: without it ptxas may cap registers to fit more CTAs and spill (seen on
-  // sm_90a with ptxas 13.0: 168 registers and 16 B of spills vs 186 and none with it).
-  note("minctasm", 1);
+  // .minnctapersm: the occupancy the plan budgets registers for. Left out, ptxas guesses: it
+  // capped a kernel at 168 registers and spilled 16 B (sm_90a, ptxas 13.0) where 1 CTA per SM
+  // was meant, and let a tensor-reading mask take 220 where 3 CTAs fit (docs/perf-notes.md §7).
+  note("minctasm", plan.min_ctas_per_sm);
   return fn;
 }
 

@@ -30,6 +30,23 @@ std::string ptxas_path() {
 
 }  // namespace
 
+TEST_CASE("codegen: keep_llvm_ir = false skips the IR text, not the code", "[codegen]") {
+  CompileOptions no_ir;
+  no_ir.keep_llvm_ir = false;
+  CompiledKernel lean = compile_to_ptx(default_spec(), no_ir);
+  CompiledKernel full = compile_to_ptx(default_spec());
+  CHECK(lean.llvm_ir.empty());
+  CHECK_FALSE(full.llvm_ir.empty());
+  CHECK(lean.ptx == full.ptx);
+  CHECK(lean.key == full.key);
+  REQUIRE(lean.stages.size() == full.stages.size());
+  for (size_t i = 0; i < lean.stages.size(); ++i) {
+    INFO(lean.stages[i].name);
+    const bool ir = lean.stages[i].name == "llvm-ir" || lean.stages[i].name == "opt";
+    CHECK(lean.stages[i].text.empty() == ir);
+  }
+}
+
 TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry", "[codegen]") {
   CompiledKernel k = compile_to_ptx(default_spec());
   std::vector<std::string> names;

@@ -368,7 +368,9 @@ TEST_CASE("tune: a compile-cache hit on the second Runtime::compile avoids LLVM"
   CHECK(warm_ms < 5);  // issue 5: ready to launch within 5 ms from the caches
   // More new specs in the same process (LLVM and the driver already initialised): what an
   // application pays for each new mask variant. Reported, not asserted (issue 5 asks for ≤ 300 ms).
-  for (const char* mask : {"window(256, 0)", "causal && q - kv < 300", "causal_br"}) {
+  // Masks no other test compiles at d = 64, so the driver's own JIT cache (~/.nv/ComputeCache)
+  // cannot serve the PTX (window(256, 0) did, in 108 ms).
+  for (const char* mask : {"window(257, 0)", "causal && q - kv < 301", "causal_br && q - kv < 777"}) {
     const auto t = std::chrono::steady_clock::now();
     Kernel k = rt.compile(small_spec(mask));
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();

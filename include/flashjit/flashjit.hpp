@@ -107,6 +107,10 @@ struct CompileOptions {
   std::optional<TileConfig> config;      // empty: the heuristic table picks one
   std::optional<std::string> dump_dir;       // empty: FLASHJIT_DUMP_DIR
   std::optional<std::string> override_dir;   // empty: FLASHJIT_OVERRIDE_DIR
+  // Print the optimised IR into CompiledKernel::llvm_ir (and the IR stages' text). Empty: yes for
+  // compile_to_ptx, no for Runtime::compile, whose kernels skip it (~5% of a cold compile).
+  // A dump directory always gets every stage.
+  std::optional<bool> keep_llvm_ir;
   // Autotuning (Runtime::compile; docs/autotune.md). Without `config`, Kernel::forward picks a tile
   // config per shape bucket: a stored tuning, else (mode quick|full) one tuned on first use.
   std::optional<std::string> autotune;     // "off" | "quick" | "full"; empty: FLASHJIT_AUTOTUNE
@@ -118,7 +122,7 @@ struct CompileOptions {
 struct StageRecord {
   std::string name;  // "spec", "check", "instantiate", "llvm-ir", "opt", "ptx"
   double ms = 0;
-  std::string text;
+  std::string text;  // empty for the IR stages when the IR is not kept (CompileOptions::keep_llvm_ir)
 };
 
 struct CompiledKernel {
@@ -133,7 +137,7 @@ struct CompiledKernel {
   std::string config_reason;  // why this tile config (heuristic row or "given")
   int threads = 0;          // per CTA
   int shared_bytes = 0;     // dynamic shared memory per CTA
-  std::string llvm_ir;      // optimised module
+  std::string llvm_ir;      // optimised module (empty unless CompileOptions::keep_llvm_ir)
   std::string ptx;
   std::vector<StageRecord> stages;
 };
