@@ -59,15 +59,9 @@ struct Lowerer {
       case Fn::Exp: return tile::exp2_fast(e, B.CreateFMul(arg_f32(0), e.cf(log2e)));
       case Fn::Exp2: return tile::exp2_fast(e, arg_f32(0));
       case Fn::Log: return B.CreateFMul(tile::log2_fast(e, arg_f32(0)), e.cf(ln2));
-      case Fn::Tanh: {
-        // tanh x = 1 − 2 / (e^{2x} + 1): saturates to ±1 exactly when e^{2x} over/underflows.
-        // rcp.approx (PTX ISA §9.7.3.13) instead of an IEEE division: a score modifier runs on
-        // every score, and div.rn's multi-instruction sequence costs registers there.
-        Value* e2x = tile::exp2_fast(e, B.CreateFMul(arg_f32(0), e.cf(2 * log2e)));
-        Value* inv = B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_rcp_approx_ftz_f),
-                                  {B.CreateFAdd(e2x, e.cf(1.f))});
-        return B.CreateFSub(e.cf(1.f), B.CreateFMul(e.cf(2.f), inv));
-      }
+      // tanh.approx (one SFU op) as FlashAttention's softcap: the ex2 + rcp form took three SFU
+      // ops per score with the softmax's ex2, and the SFU bounds the loop (docs/perf-notes.md §7).
+      case Fn::Tanh: return tile::tanh_fast(e, arg_f32(0));
       case Fn::Sqrt: return B.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, arg_f32(0));
       case Fn::Floor: return B.CreateUnaryIntrinsic(llvm::Intrinsic::floor, arg_f32(0));
       case Fn::Where: return select(x, a[0], a[1], a[2]);
@@ -143,7 +137,12 @@ struct Lowerer {
       idx = B.CreateAdd(idx, B.CreateSExt(lower(*x.args[i]), e.i64()));
     }
     llvm::Type* elem = t.elem == Type::F32 ? e.f32() : e.i32();
-    return B.CreateAlignedLoad(elem, B.CreateGEP(elem, t.ptr, idx), llvm::Align(4));
+    llvm::LoadInst* load = B.CreateAlignedLoad(elem, B.CreateGEP(elem, t.ptr, idx), llvm::Align(4));
+    // Spec tensors are inputs no kernel writes: invariant for the launch, so LLVM may merge the
+    // reads across the kv loop's barriers and asm, and NVPTX reads them through the
+    // non-coherent path (ld.global.nc, PTX ISA §9.7.9.8).
+    load->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(e.ctx, {}));
+    return load;
   }
 
   Value* lower(const Expr& x) {

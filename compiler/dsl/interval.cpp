@@ -304,7 +304,9 @@ class Analyzer {
       case Fn::Exp: return round_out(std::exp(a.flo), std::exp(a.fhi), a.nan, 4);
       case Fn::Exp2: return round_out(std::exp2(a.flo), std::exp2(a.fhi), a.nan, 4);
       case Fn::Tanh: {
-        Range r = round_out(std::tanh(a.flo), std::tanh(a.fhi), a.nan, 4);
+        // Kernels use tanh.approx.f32 (~2^-11 relative error, PTX ISA "tanh"): widen by 2^-10.
+        const double lo = std::tanh(a.flo), hi = std::tanh(a.fhi);
+        Range r = round_out(lo - std::abs(lo) * 0x1p-10, hi + std::abs(hi) * 0x1p-10, a.nan, 4);
         r.flo = std::max(r.flo, -1.0);
         r.fhi = std::min(r.fhi, 1.0);
         return r;

@@ -1,5 +1,6 @@
 #include "compiler/tile/gpu.hpp"
 
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 namespace flashjit::tile {
@@ -31,6 +32,11 @@ llvm::Value* exp2_fast(Emitter& e, llvm::Value* x) {
 
 llvm::Value* log2_fast(Emitter& e, llvm::Value* x) {
   return e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_lg2_approx_ftz_f), {x});
+}
+
+llvm::Value* tanh_fast(Emitter& e, llvm::Value* x) {
+  auto* type = llvm::FunctionType::get(e.f32(), {e.f32()}, false);
+  return e.b.CreateCall(llvm::InlineAsm::get(type, "tanh.approx.f32 $0, $1;", "=f,f", /*hasSideEffects=*/false), {x});
 }
 
 llvm::Value* shared_base(Emitter& e) {

@@ -14,6 +14,9 @@ llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask);
 llvm::Value* exp2_fast(Emitter& e, llvm::Value* x);
 // lg2.approx.ftz.f32.
 llvm::Value* log2_fast(Emitter& e, llvm::Value* x);
+// tanh.approx.f32 (sm_75+, PTX ISA §9.7.3.22): one SFU instruction, ~2^-11 relative error; what
+// FlashAttention's softcap uses (cutlass::fast_tanh). LLVM 19 has no intrinsic for it.
+llvm::Value* tanh_fast(Emitter& e, llvm::Value* x);
 // The kernel's dynamic shared memory (`extern __shared__`), 16-byte aligned, as an addrspace(3) pointer.
 llvm::Value* shared_base(Emitter& e);
 
