@@ -13,6 +13,10 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH="$PWD/.device${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export FLASHJIT_LIB="${FLASHJIT_LIB:-$PWD/.device/libflashjit.so}"
+# The heuristic table's kernels, as every figure in docs/perf-notes.md (tuned vs heuristic comes
+# from `flashjit tune`, scripts/gpu_tune.sh). FLASHJIT_AUTOTUNE=quick measures tuned kernels
+# (each bucket is tuned during the warm-up of its first case).
+export FLASHJIT_AUTOTUNE="${FLASHJIT_AUTOTUNE:-off}"
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-/tmp/flashjit-bench-inductor}"
 OUT="${OUT:-$PWD/bench-out}"
 mkdir -p "$OUT"

@@ -46,6 +46,7 @@ namespace flashjit::cu {
   X(cuMemAllocAsync, "cuMemAllocAsync", (CUdeviceptr*, size_t, CUstream))                            \
   X(cuMemFreeAsync, "cuMemFreeAsync", (CUdeviceptr, CUstream))                                       \
   X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                          \
+  X(cuStreamIsCapturing, "cuStreamIsCapturing", (CUstream, int*))                                    \
   X(cuEventCreate, "cuEventCreate", (CUevent*, unsigned))                                            \
   X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                             \
   X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                             \

@@ -318,6 +318,14 @@ TuneOutcome tune_in(const Runtime& runtime, const Context& ctx, const TuneJob& j
   return out;
 }
 
+// Whether `stream` is capturing a CUDA graph. An error (e.g. the legacy stream while another
+// stream captures in global mode) counts as capturing: tuning then would break the capture.
+bool stream_capturing(const Context& ctx, void* stream) {
+  ContextGuard guard(ctx);
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+  return cu::driver().cuStreamIsCapturing(static_cast<cu::CUstream>(stream), &status) != cu::CUDA_SUCCESS || status != 0;
+}
+
 }  // namespace
 
 TuneMode tune_mode(const std::optional<std::string>& value) {
@@ -610,7 +618,7 @@ KernelDispatch::KernelDispatch(std::shared_ptr<Context> ctx, AttentionSpec spec,
       base_loaded_(base_loaded) {
   spec_hash_ = tuning_spec_hash(spec_);
   if (options_.config) base_why_ = "given by the caller";
-  else if (mode_ == TuneMode::off) base_why_ = base_->config_reason;  // "heuristic table (FLASHJIT_AUTOTUNE=off) ..."
+  else if (mode_ == TuneMode::off) base_why_ = base_->config_reason + " (autotune off)";
 }
 
 KernelDispatch::~KernelDispatch() = default;
@@ -638,9 +646,18 @@ KernelDispatch::Choice KernelDispatch::choose(const ForwardArgs& args, const aut
   const DeviceInfo& info = ctx_->info;
   TileConfig config = base_->config;
   std::string why;
+  bool memoise = true;
   if (std::optional<autotune::TuningEntry> e = lookup_tuning(info, spec_, key)) {
     config = e->best;
     why = "tuned " + e->date + " (" + e->mode + ", " + ms3(e->median_ms) + " ms median for bucket " + bucket + ")";
+  } else if (dispatch_.tune_on_first_use && stream_capturing(*ctx_, args.stream)) {
+    // Tuning synchronises and launches on other streams, which would invalidate the caller's
+    // capture (CUDA Programming Guide, "Prohibited and Unhandled Operations"). This call runs the
+    // heuristic config and the bucket stays untuned, so a later call outside a capture tunes it.
+    why = base_->config_reason + "; bucket " + bucket + " not tuned: the stream is capturing a CUDA graph "
+          "(tune before capturing, or run `flashjit tune`)";
+    log::warn("autotune: " + why);
+    memoise = false;
   } else if (dispatch_.tune_on_first_use) {
     try {
       ContextGuard guard(*ctx_);
@@ -699,6 +716,10 @@ KernelDispatch::Choice KernelDispatch::choose(const ForwardArgs& args, const aut
     if (it != modules_.end()) c = {&it->second->m.compiled, &it->second->m.loaded, nullptr};
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
+  if (!memoise) {
+    c.why = &*unmemoised_whys_.insert(why).first;  // stable storage; the bucket is decided later
+    return c;
+  }
   c.why = &whys_.emplace(bucket, why).first->second;
   buckets_.emplace(bucket, c);
   log::info("bucket " + bucket + " of " + base_->key + ": config " + c.compiled->config.str() + " (" + why + ")");

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -137,6 +138,7 @@ class KernelDispatch {
   mutable std::mutex tune_mu_;      // one bucket decided at a time (tuning uses the whole GPU)
   mutable std::map<std::string, Choice> buckets_;        // bucket text → choice
   mutable std::map<std::string, std::string> whys_;      // bucket text → reason (stable storage)
+  mutable std::set<std::string> unmemoised_whys_;        // reasons of calls that decided nothing
   mutable std::map<std::string, std::unique_ptr<Loaded>> modules_;  // config name → module
 };
 

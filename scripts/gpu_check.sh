@@ -14,6 +14,8 @@ export CUDA_CACHE_DISABLE=1
 T="$OUT/check-tests.txt"
 R="$OUT/check-runs.txt"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1
+  # The host CPU: compile times (LLVM, the driver's PTX JIT) depend on it.
+  grep -m1 "model name" /proc/cpuinfo; echo "cpus $(nproc), load $(cut -d' ' -f1-3 /proc/loadavg)"
   $D/flashjit info 2>&1; echo "flashjit info exit $?"; } > "$R"
 $D/flashjit_tests --durations yes "${TEST_FILTER[@]}" > "$T" 2>&1; tests_rc=$?
 runs=(

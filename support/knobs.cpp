@@ -21,7 +21,7 @@ namespace flashjit::knob {
     "root of the on-disk caches; default $XDG_CACHE_HOME/flashjit, else ~/.cache/flashjit")       \
   X("FLASHJIT_CACHE_MAX_BYTES", "string", "1GiB", "",                                              \
     "bound of the compiled-kernel cache; bytes or K/M/G/T (binary); least recently used evicted")   \
-  X("FLASHJIT_AUTOTUNE", "enum", "off", "off|quick|full",                                          \
+  X("FLASHJIT_AUTOTUNE", "enum", "quick", "off|quick|full",                                        \
     "autotuning: off = heuristic table; quick/full = stored tunings, else tune each shape bucket on first use") \
   X("FLASHJIT_MMA", "enum", "auto", "auto|sync",                                                    \
     "tensor-core instruction: auto = wgmma on sm_90a where the tile config allows, else mma.sync; sync = mma.sync")

@@ -73,7 +73,7 @@ TileConfig heuristic_config(const AttentionSpec& spec, const std::string& arch, 
     else c = {64, 64, 4, 1};
   }
   if (reason)
-    *reason = "heuristic table (FLASHJIT_AUTOTUNE=off) for d=" + std::to_string(d) + (wgmma ? ", wgmma" : ", mma.sync") +
+    *reason = "heuristic table for d=" + std::to_string(d) + (wgmma ? ", wgmma" : ", mma.sync") +
               ": " + c.str();
   return c;
 }

@@ -53,6 +53,7 @@ AttentionSpec make_spec(DType dt, int d_qk, int d_v, const std::string& mask, co
 ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed) {
   CompileOptions opts;
   opts.config = c.config;
+  opts.autotune = "off";  // the numerics of this config (or the heuristic's), not of a tuning run
   Kernel kernel = rt.compile(c.spec, opts);
 
   ref::Problem p;

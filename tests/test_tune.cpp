@@ -1,6 +1,8 @@
 // The compile cache in the compile path, the autotuner and `flashjit tune` (issue 5).
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -376,4 +378,57 @@ TEST_CASE("tune: a compile-cache hit on the second Runtime::compile avoids LLVM"
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
     WARN("cold compile of a new spec (" << mask << "): " << ms << " ms, LLVM stages " << llvm_ms(k) << " ms");
   }
+}
+
+TEST_CASE("tune: a forward inside a CUDA graph capture does not tune and leaves the capture valid", "[tune][gpu]") {
+  REQUIRE_GPU_OR_SKIP();
+  // The capture calls come straight from the driver: the runtime needs none of them.
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(lib);
+  using Fn2 = int (*)(void*, int);
+  auto stream_create = reinterpret_cast<int (*)(void**, unsigned)>(dlsym(lib, "cuStreamCreate"));
+  auto begin_capture = reinterpret_cast<Fn2>(dlsym(lib, "cuStreamBeginCapture_v2"));
+  auto end_capture = reinterpret_cast<int (*)(void*, void**)>(dlsym(lib, "cuStreamEndCapture"));
+  auto graph_destroy = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cuGraphDestroy"));
+  auto stream_destroy = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cuStreamDestroy_v2"));
+  auto retain = reinterpret_cast<int (*)(void**, int)>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
+  auto release = reinterpret_cast<int (*)(int)>(dlsym(lib, "cuDevicePrimaryCtxRelease_v2"));
+  auto push = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cuCtxPushCurrent_v2"));
+  auto pop = reinterpret_cast<int (*)(void**)>(dlsym(lib, "cuCtxPopCurrent_v2"));
+  REQUIRE((stream_create && begin_capture && end_capture && graph_destroy && stream_destroy && retain && release && push && pop));
+
+  ScopedCacheRoot cache;
+  Runtime rt = Runtime::create(0);
+  CompileOptions opts;
+  opts.autotune = "quick";
+  Kernel k = rt.compile(small_spec("causal && q - kv < 311"), opts);  // a bucket no stored tuning has
+  const int s = 300, h = 4, d = 64;
+  const size_t n = size_t(1) * s * h * d;
+  DeviceBuffer q = rt.alloc(n * 2), kk = rt.alloc(n * 2), v = rt.alloc(n * 2), out = rt.alloc(n * 2);
+  q.fill_bytes(0), kk.fill_bytes(0), v.fill_bytes(0);
+  ForwardArgs a;
+  a.batch = 1, a.heads_q = a.heads_kv = h, a.seq_q = a.seq_kv = s;
+  a.q = bshd(q.data(), s, h, d), a.k = bshd(kk.data(), s, h, d), a.v = bshd(v.data(), s, h, d), a.o = bshd(out.data(), s, h, d);
+  // The runtime uses device 0's primary context; the test's stream must live in it.
+  void* ctx = nullptr;
+  REQUIRE(retain(&ctx, 0) == 0);
+  REQUIRE(push(ctx) == 0);
+  void* stream = nullptr;
+  REQUIRE(stream_create(&stream, 1 /* CU_STREAM_NON_BLOCKING */) == 0);
+  a.stream = stream;
+  const uint64_t tunes0 = rt::tuner_counters().tunes;
+  REQUIRE(begin_capture(stream, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */) == 0);
+  CHECK_NOTHROW(k.forward(a));
+  void* graph = nullptr;
+  CHECK(end_capture(stream, &graph) == 0);  // CUDA_SUCCESS: nothing invalidated the capture
+  CHECK(graph != nullptr);
+  CHECK(rt::tuner_counters().tunes == tunes0);
+  if (graph) graph_destroy(graph);
+  // Outside the capture the same bucket is tuned on first use, as usual.
+  k.forward(a);
+  rt.synchronize();
+  CHECK(rt::tuner_counters().tunes == tunes0 + 1);
+  stream_destroy(stream);
+  pop(&ctx);
+  release(0);
 }

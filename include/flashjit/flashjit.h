@@ -142,7 +142,10 @@ typedef struct fj_forward_args {
 /* Checks shapes, strides and alignment (FJ_ERR_USAGE naming the argument), then launches
    asynchronously on args->stream. Errors inside the kernel surface at the next synchronisation.
    A mask that reads tensors needs a block map (FlexAttention's BlockMask): without
-   args->block_map, a pre-pass rebuilds it on the stream before every launch. */
+   args->block_map, a pre-pass rebuilds it on the stream before every launch.
+   The tile config comes from FLASHJIT_AUTOTUNE (default quick): the first call of a shape bucket
+   without a stored tuning synchronises args->stream and tunes it (docs/autotune.md), except on a
+   stream capturing a CUDA graph, where it runs the heuristic config and tunes nothing. */
 FJ_API fj_status fj_forward(const fj_kernel* kernel, const fj_forward_args* args);
 
 /* Runs the block-map pre-pass once for args' sizes, params and tensors (args->block_map must be
