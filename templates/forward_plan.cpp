@@ -30,13 +30,16 @@ constexpr int kSharedReservedPerCta = 1024;
 // Registers per thread beyond the accumulators (addresses, softmax state, loop control, mask
 // terms). With it, the wgmma d = 64 kernel (64 + 32 + 16 accumulator registers) fits 168, the
 // budget of 3 CTAs of 128 threads, as ptxas 13.0 does without spilling (docs/perf-notes.md §7).
-constexpr int kRegisterOverhead = 56;
+// mma.sync also holds K and V fragments from ldmatrix: at 56, its d = 160 kernel was held to 168
+// and spilled 16 B.
+constexpr int kRegisterOverheadWgmma = 56;
+constexpr int kRegisterOverheadMmaSync = 88;
 
 int min_ctas_per_sm(const ForwardPlan& p, const std::string& arch) {
   const TileConfig& c = p.config;
   const int accumulators = (c.block_m * c.block_n + c.block_m * p.spec.head_dim_v +
                             (p.q_in_registers ? c.block_m * p.spec.head_dim_qk / 2 : 0)) / p.threads;
-  const int need = accumulators + kRegisterOverhead;
+  const int need = accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
   const int by_smem = sm_shared_bytes(arch) / (p.shared_bytes + kSharedReservedPerCta);
   for (int n = by_smem; n > 1; --n)
     if (std::min(255, 65536 / (n * p.threads) / 8 * 8) >= need) return n;
