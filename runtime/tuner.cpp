@@ -647,17 +647,18 @@ KernelDispatch::Choice KernelDispatch::choose(const ForwardArgs& args, const aut
   TileConfig config = base_->config;
   std::string why;
   bool memoise = true;
-  if (std::optional<autotune::TuningEntry> e = lookup_tuning(info, spec_, key)) {
-    config = e->best;
-    why = "tuned " + e->date + " (" + e->mode + ", " + ms3(e->median_ms) + " ms median for bucket " + bucket + ")";
-  } else if (dispatch_.tune_on_first_use && stream_capturing(*ctx_, args.stream)) {
-    // Tuning synchronises and launches on other streams, which would invalidate the caller's
-    // capture (CUDA Programming Guide, "Prohibited and Unhandled Operations"). This call runs the
-    // heuristic config and the bucket stays untuned, so a later call outside a capture tunes it.
-    why = base_->config_reason + "; bucket " + bucket + " not tuned: the stream is capturing a CUDA graph "
-          "(tune before capturing, or run `flashjit tune`)";
+  if (stream_capturing(*ctx_, args.stream)) {
+    // Tuning synchronises and launches on other streams, and loading a tuned kernel's module may
+    // synchronise: either would invalidate the caller's capture (CUDA Programming Guide, "Prohibited
+    // and Unhandled Operations"). This call runs the already loaded heuristic kernel; the bucket
+    // stays undecided, so the next call outside a capture decides it.
+    why = base_->config_reason + "; bucket " + bucket + " not decided: the stream is capturing a CUDA graph "
+          "(run one call before capturing, or `flashjit tune`)";
     log::warn("autotune: " + why);
     memoise = false;
+  } else if (std::optional<autotune::TuningEntry> e = lookup_tuning(info, spec_, key)) {
+    config = e->best;
+    why = "tuned " + e->date + " (" + e->mode + ", " + ms3(e->median_ms) + " ms median for bucket " + bucket + ")";
   } else if (dispatch_.tune_on_first_use) {
     try {
       ContextGuard guard(*ctx_);

@@ -428,6 +428,15 @@ TEST_CASE("tune: a forward inside a CUDA graph capture does not tune and leaves 
   k.forward(a);
   rt.synchronize();
   CHECK(rt::tuner_counters().tunes == tunes0 + 1);
+  // A second kernel of the spec finds the stored tuning; inside a capture it still decides nothing
+  // (loading the tuned module could break the capture) and the capture stays valid.
+  Kernel k2 = rt.compile(small_spec("causal && q - kv < 311"), opts);
+  REQUIRE(begin_capture(stream, 0) == 0);
+  CHECK_NOTHROW(k2.forward(a));
+  graph = nullptr;
+  CHECK(end_capture(stream, &graph) == 0);
+  if (graph) graph_destroy(graph);
+  CHECK(rt::tuner_counters().tunes == tunes0 + 1);
   stream_destroy(stream);
   pop(&ctx);
   release(0);

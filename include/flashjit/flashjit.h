@@ -145,7 +145,7 @@ typedef struct fj_forward_args {
    args->block_map, a pre-pass rebuilds it on the stream before every launch.
    The tile config comes from FLASHJIT_AUTOTUNE (default quick): the first call of a shape bucket
    without a stored tuning synchronises args->stream and tunes it (docs/autotune.md), except on a
-   stream capturing a CUDA graph, where it runs the heuristic config and tunes nothing. */
+   stream capturing a CUDA graph, where it runs the heuristic config and decides nothing. */
 FJ_API fj_status fj_forward(const fj_kernel* kernel, const fj_forward_args* args);
 
 /* Runs the block-map pre-pass once for args' sizes, params and tensors (args->block_map must be
