@@ -137,6 +137,10 @@ class Bench {
       // Warm-up: module load, instruction cache, clocks; and a launch error shows here.
       for (int i = 0; i < 3; ++i) k->forward(sets_[i % sets_.size()]);
       cu::check(d.cuCtxSynchronize(), "cuCtxSynchronize (warm-up launch failed)");
+      if (std::optional<std::string> wrong = check_output(c)) {
+        m.failure_reason = *wrong;
+        return m;
+      }
       int reps = job_.reps > 0 ? job_.reps : job_.mode == TuneMode::full ? 20 : 10;
       std::vector<float> ms;
       for (int r = 0; r < reps; ++r) {
@@ -166,6 +170,43 @@ class Bench {
   }
 
   static constexpr int kMaxTunedSpillBytes = 64;
+
+  // Every config must compute what the first one measured computed (the heuristic's, when it
+  // builds) on input set 0: a fast wrong kernel must never win. Two correct kernels differ by
+  // their rounding, a few bf16/fp16 ulps of |O| ≤ max|V| ≈ 1.73 here; 0.1 is far above that and
+  // far below what a broken kernel showed (max error 0.27–0.84: wgmma with 64-key tiles at d=64,
+  // docs/perf-notes.md §7). At most kMaxCheckedOutputs elements are compared, spread evenly over
+  // the output; the stride is odd, so the samples walk through every column of O.
+  static constexpr float kMaxOutputDifference = 0.1f;
+  static constexpr size_t kMaxCheckedOutputs = size_t(1) << 22;
+
+  std::optional<std::string> check_output(const TileConfig& c) {
+    std::vector<uint16_t> all(out_elems_);
+    buffers_[kSet0Output].download(all.data(), all.size() * 2);
+    const size_t stride = all.size() <= kMaxCheckedOutputs ? 1 : (all.size() / kMaxCheckedOutputs) | 1;
+    std::vector<uint16_t> out;
+    for (size_t i = 0; i < all.size(); i += stride) out.push_back(all[i]);
+    if (baseline_.empty()) {
+      for (uint16_t h : out)
+        if (!std::isfinite(ref::from_half_bits(h, job_.spec.dtype)))
+          return std::string("wrong output: non-finite values (no baseline yet)");
+      baseline_ = std::move(out);
+      baseline_name_ = c.str();
+      return std::nullopt;
+    }
+    float worst = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const float a = ref::from_half_bits(out[i], job_.spec.dtype), b = ref::from_half_bits(baseline_[i], job_.spec.dtype);
+      const float diff = std::fabs(a - b);
+      if (!(diff <= kMaxOutputDifference)) {  // NaN fails too
+        worst = std::isnan(diff) ? diff : std::max(worst, diff);
+        if (std::isnan(diff)) break;
+      }
+    }
+    if (worst == 0) return std::nullopt;
+    return "wrong output: differs from " + baseline_name_ + "'s by " + (std::isnan(worst) ? std::string("NaN") : ms3(worst)) +
+           " (more than " + ms3(kMaxOutputDifference) + ")";
+  }
 
   // The resource model: template limits, shared memory, then registers/spills from the driver.
   std::optional<std::string> prune(const TileConfig& c) {
@@ -235,7 +276,7 @@ class Bench {
       a.lse = static_cast<float*>(lse.data());
       a.params = j.params;
       sets_.push_back(a);
-      for (DeviceBuffer* b : {&q, &k, &v, &o, &lse}) buffers_.push_back(std::move(*b));
+      for (DeviceBuffer* b : {&q, &k, &v, &o, &lse}) buffers_.push_back(std::move(*b));  // set 0's o: kSet0Output
     }
     // The spec's tensors: the caller's, else random contents of the declared shapes.
     std::vector<BufferArg> tensors = j.buffers;
@@ -254,6 +295,7 @@ class Bench {
       }
     }
     for (ForwardArgs& a : sets_) a.buffers = tensors;
+    out_elems_ = no;
     flush_ = rt_.alloc(std::max<size_t>(2 * l2, 8 << 20));
     ContextGuard guard(ctx_);
     const cu::Driver& d = cu::driver();
@@ -267,7 +309,11 @@ class Bench {
   const Context& ctx_;
   const TuneJob& job_;
   std::map<std::string, Built> kernels_;
+  static constexpr size_t kSet0Output = 3;  // buffers_ holds q, k, v, o, lse of each set in turn
   std::vector<DeviceBuffer> buffers_;
+  size_t out_elems_ = 0;
+  std::vector<uint16_t> baseline_;  // set 0's output from the first config measured
+  std::string baseline_name_;
   std::vector<ForwardArgs> sets_;
   DeviceBuffer flush_;
   cu::CUevent start_ = nullptr, stop_ = nullptr;

@@ -317,3 +317,20 @@ TEST_CASE("codegen: with FLASHJIT_MMA=sync the issue-4 matrix is mma.sync + ldma
     CHECK_FALSE(std::regex_search(r.output, std::regex(R"([1-9][0-9]* bytes spill)")));
   }
 }
+
+TEST_CASE("codegen: 64-key wgmma tiles with Q in registers are mma.sync (wrong results on the H200)", "[codegen]") {
+  // docs/perf-notes.md §7: measured wrong at d = 64 with every bm and stage count; d ≤ 32 and
+  // d > 128 checked out and keep wgmma, as do 32- and 128-key tiles.
+  auto kind = [](int d, TileConfig c) {
+    CompileOptions o;
+    o.config = c;
+    return compile_to_ptx(make(DType::bf16, d, "causal"), o).description;
+  };
+  CHECK_THAT(kind(64, {64, 64, 4, 2}), Catch::StartsWith("attention_fwd/mma16816"));
+  CHECK_THAT(kind(64, {128, 64, 8, 2}), Catch::StartsWith("attention_fwd/mma16816"));
+  CHECK_THAT(kind(128, {64, 64, 4, 2}), Catch::StartsWith("attention_fwd/mma16816"));
+  CHECK_THAT(kind(64, {64, 128, 4, 2}), Catch::StartsWith("attention_fwd/wgmma"));
+  CHECK_THAT(kind(64, {64, 32, 4, 2}), Catch::StartsWith("attention_fwd/wgmma"));
+  CHECK_THAT(kind(32, {64, 64, 4, 2}), Catch::StartsWith("attention_fwd/wgmma"));
+  CHECK_THAT(kind(256, {128, 64, 8, 2}), Catch::StartsWith("attention_fwd/wgmma"));
+}
