@@ -3,11 +3,8 @@
 # included), `flashjit info`, and `flashjit run` on the standard shapes. Full logs go to $OUT;
 # a short table is printed last.
 set -u
-D=.device
 TEST_FILTER=("$@")   # optional Catch2 test filter, e.g. "[masks]"
-OUT=${OUT:-/tmp/flashjit-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source scripts/gpu_env.sh
 # No driver JIT cache: compile times measured here are cold (flashjit's own cache is per test).
 export CUDA_CACHE_DISABLE=1
 # Few files come back from the machine: the tests' log and the runs' log (info goes in the latter).

@@ -2,10 +2,7 @@
 # Tile-config sweep on the GPU machine: every config verified and timed on the same inputs per
 # spec (`flashjit run --config a;b;...`), at the standard 4k shape (batch 4, hidden 2048).
 set -u
-D=.device
-export LD_LIBRARY_PATH=$PWD/$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-OUT=${OUT:-/tmp/flashjit-out}
-mkdir -p "$OUT"
+source scripts/gpu_env.sh
 L="$OUT/sweep.txt"
 : > "$L"
 sweep() {  # d mask configs

@@ -3,10 +3,7 @@
 # none/causal, batch·seq = 16k, heads = 2048/d) on the GPU machine: progress lines and the
 # tuned-vs-heuristic summary per spec, the wall time per spec, then what the tuning cache holds.
 set -u
-D=.device
-export LD_LIBRARY_PATH=$PWD/$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-OUT=${OUT:-/tmp/flashjit-out}
-mkdir -p "$OUT"
+source scripts/gpu_env.sh
 L="$OUT/tune.txt"
 : > "$L"
 for d in ${TUNE_DIMS:-64 128 256}; do
