@@ -196,16 +196,13 @@ class Bench {
     }
     float worst = 0;
     for (size_t i = 0; i < out.size(); ++i) {
-      const float a = ref::from_half_bits(out[i], job_.spec.dtype), b = ref::from_half_bits(baseline_[i], job_.spec.dtype);
-      const float diff = std::fabs(a - b);
-      if (!(diff <= kMaxOutputDifference)) {  // NaN fails too
-        worst = std::isnan(diff) ? diff : std::max(worst, diff);
-        if (std::isnan(diff)) break;
-      }
+      const float diff = std::fabs(ref::from_half_bits(out[i], job_.spec.dtype) - ref::from_half_bits(baseline_[i], job_.spec.dtype));
+      if (std::isnan(diff)) return "wrong output: non-finite where " + baseline_name_ + "'s is finite";
+      worst = std::max(worst, diff);
     }
-    if (worst == 0) return std::nullopt;
-    return "wrong output: differs from " + baseline_name_ + "'s by " + (std::isnan(worst) ? std::string("NaN") : ms3(worst)) +
-           " (more than " + ms3(kMaxOutputDifference) + ")";
+    if (worst <= kMaxOutputDifference) return std::nullopt;
+    return "wrong output: differs from " + baseline_name_ + "'s by " + ms3(worst) + " (more than " +
+           ms3(kMaxOutputDifference) + ")";
   }
 
   // The resource model: template limits, shared memory, then registers/spills from the driver.
