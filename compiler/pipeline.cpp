@@ -28,7 +28,7 @@ namespace flashjit {
 namespace {
 
 // Bumped whenever a template's generated code changes, so cache keys change with it.
-constexpr const char* kTemplateVersion = "fwd-8";
+constexpr const char* kTemplateVersion = "fwd-9";
 
 const char* extension(const std::string& stage) {
   if (stage == "llvm-ir" || stage == "opt") return ".ll";
@@ -76,7 +76,7 @@ std::string kernel_key(const AttentionSpec& spec, const TileConfig& c, const std
   AttentionSpec unnamed = spec;
   unnamed.name.clear();  // names are for people; they do not change the code
   return hash_hex(std::string(FLASHJIT_VERSION) + "|" + kTemplateVersion + "|" + arch + "|ptx" +
-                  codegen::ptx_isa_version(arch) + "|" + unnamed.canonical() + "|" + c.str() + "|" + mma_kind(spec, c, arch));
+                  codegen::ptx_isa_version(arch) + "|" + unnamed.canonical() + "|" + c.str() + "|" + mma_kind(c, arch));
 }
 
 }  // namespace

@@ -104,7 +104,7 @@ std::string compile_cache_key(const AttentionSpec& spec, const TileConfig& confi
   return "flashjit=" + v.flashjit + "\ncache_format=" + std::to_string(autotune::kCompileCacheFormatVersion) +
          "\nllvm=" + v.llvm + "\nptx_isa=" + codegen::ptx_isa_version(arch) + "\narch=" + arch +
          "\ndriver=" + std::to_string(driver_version) + "\ntemplate=" + (tv ? tv : "?") +
-         "\nconfig=" + config.str() + "\nknobs=FLASHJIT_MMA:" + mma_kind(spec, config, arch) + "\nspec:\n" + unnamed.canonical();
+         "\nconfig=" + config.str() + "\nknobs=FLASHJIT_MMA:" + mma_kind(config, arch) + "\nspec:\n" + unnamed.canonical();
 }
 
 KernelBuild build_kernel(const AttentionSpec& spec, const CompileOptions& options, const KernelCacheSettings& settings,

@@ -52,15 +52,9 @@ int min_ctas_per_sm(const ForwardPlan& p, const std::string& arch) {
 
 }  // namespace
 
-std::string mma_kind(const AttentionSpec& spec, const TileConfig& c, const std::string& arch) {
+std::string mma_kind(const TileConfig& c, const std::string& arch) {
   const bool whole_warpgroups = (c.num_warps == 4 || c.num_warps == 8) && c.block_m == 16 * c.num_warps;
-  // Measured on the H200 (docs/perf-notes.md §7): with 64-key tiles and Q fragments in registers
-  // the wgmma kernel at d = 64 computes wrong results (max error 0.27–0.84, every bm and stage
-  // count tried), while 32- and 128-key tiles, d ≤ 32, and d > 128 (Q read by descriptor) check
-  // out. Until the cause is found, 64-key tiles at 32 < d_qk ≤ 128 use mma.sync, which checks out.
-  const bool known_wrong = c.block_n == 64 && spec.head_dim_qk > 32 && spec.head_dim_qk <= 128;
-  return arch == "sm_90a" && whole_warpgroups && !known_wrong && knob::get("FLASHJIT_MMA") == "auto" ? "wgmma"
-                                                                                                     : "mma.sync";
+  return arch == "sm_90a" && whole_warpgroups && knob::get("FLASHJIT_MMA") == "auto" ? "wgmma" : "mma.sync";
 }
 
 TileConfig heuristic_config(const AttentionSpec& spec, const std::string& arch, std::string* reason) {
@@ -75,7 +69,7 @@ TileConfig heuristic_config(const AttentionSpec& spec, const std::string& arch, 
   if (d <= 64) c = {64, 128, 4, 2};
   else if (d <= 128) c = {128, 128, 8, 2};
   else c = {128, 64, 8, 2};
-  const bool wgmma = mma_kind(spec, c, arch) == "wgmma";
+  const bool wgmma = mma_kind(c, arch) == "wgmma";
   if (!wgmma) {
     if (d <= 64) c = {128, 64, 4, 2};
     else if (d <= 128) c = {64, 64, 4, 2};
@@ -116,9 +110,14 @@ ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& c, const s
   p.d_qk_pad = (spec.head_dim_qk + 63) / 64 * 64;
   p.d_v_pad = (spec.head_dim_v + 63) / 64 * 64;
   p.k_steps = (spec.head_dim_qk + 15) / 16;
-  // Q fragments stay in registers when they are few (d_qk/4 per m-tile); else re-read per tile.
-  p.q_in_registers = p.m_tiles * spec.head_dim_qk <= 128;
-  p.wgmma = mma_kind(spec, c, arch) == "wgmma";
+  p.wgmma = mma_kind(c, arch) == "wgmma";
+  // mma.sync: Q fragments stay in registers when they are few (d_qk/4 per m-tile); else re-read per
+  // tile. wgmma always reads Q by shared-memory descriptor, as FlashAttention-3 does: with Q as a
+  // register A operand held across the kv loop, ptxas (CUDA 13.0, and the H200's 580 driver JIT)
+  // gave the Q registers to P inside the loop at d = 64 with 64-key tiles, so every QKᵀ after the
+  // first multiplied by the previous tile's P (SASS: both HGMMA groups read R88–R103; max error
+  // 0.27–0.84). The descriptor costs ~1% at d = 128 (docs/perf-notes.md §8).
+  p.q_in_registers = !p.wgmma && p.m_tiles * spec.head_dim_qk <= 128;
   ForwardSmem& m = p.smem;
   m.k_stage = c.block_n * p.d_qk_pad * 2;
   m.v_stage = c.block_n * p.d_v_pad * 2;

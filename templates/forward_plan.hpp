@@ -66,7 +66,7 @@ inline constexpr int kWgmmaAlignSlack = 1024;
 void record_plan(const ForwardPlan& plan, CompiledKernel& out);
 
 // The tensor-core instruction a config gets on `arch` ("wgmma" or "mma.sync"); part of every key.
-std::string mma_kind(const AttentionSpec& spec, const TileConfig& config, const std::string& arch);
+std::string mma_kind(const TileConfig& config, const std::string& arch);
 
 // Throws Error(spec) naming the violated limit when `config` cannot be built for `spec` on `arch`.
 ForwardPlan plan_forward(const AttentionSpec& spec, const TileConfig& config, const std::string& reason,
