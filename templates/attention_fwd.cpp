@@ -81,8 +81,10 @@ struct FragAddr {
 // The whole CTA copies rows [row0, row0 + rows) of a [seq, d] slice into `dst` with cp.async.
 // Rows at or past row_end and columns at or past d (up to the next multiple of 16, which the
 // mma k-steps read) become zeros without touching global memory.
+// `once`: a copy each CTA runs once (Q, the prologue's K/V) is emitted checked only: the
+// unchecked twin would save a few instructions once and cost compile time every time.
 void copy_tile(Emitter& e, const SmemTile& dst, Value* src, Value* row_stride, Value* row0, Value* row_end, int rows,
-               int d, int threads, Value* tid) {
+               int d, int threads, Value* tid, bool once) {
   auto& B = e.b;
   const int chunks = (d + 15) / 16 * 2;
   const int total = rows * chunks;
@@ -123,25 +125,33 @@ void copy_tile(Emitter& e, const SmemTile& dst, Value* src, Value* row_stride, V
     }
   };
   if (!regular || d % 16 != 0) return checked();
-  // Every tile but a sequence's last lies wholly inside the tensor: no bounds checks there, and
-  // the source steps by rp rows per wave (a chain of adds, so LLVM keeps no per-wave offsets).
-  Value* inside = B.CreateICmpSLE(B.CreateAdd(row0, e.c32(rows)), row_end);
-  e.when(inside, "copy.inside", [&] {
-    Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(B.CreateAdd(row0, r0), e.i64()), row_stride),
-                             B.CreateZExt(B.CreateShl(c0, 3), e.i64()));
+  // The source steps by rp rows per wave (a chain of adds, so LLVM keeps no per-wave offsets).
+  // `edge`: rows at or past row_end read nothing (src-size 0) from the slice's first row.
+  auto waves = [&](bool edge) {
+    Value* row = B.CreateAdd(row0, r0);
+    Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(row, e.i64()), row_stride), B.CreateZExt(B.CreateShl(c0, 3), e.i64()));
     Value* p = B.CreateGEP(B.getInt16Ty(), src, off);
     Value* step = B.CreateMul(row_stride, e.c64(rp));
     for (int wave = 0; wave * threads < total; ++wave) {
       if (wave) p = B.CreateGEP(B.getInt16Ty(), p, step);
       int imm;
       Value* dst_addr = dst_of(wave, nullptr, nullptr, &imm);
-      auto copy = [&] { tile::cp_async_16(e, dst_addr, imm, p, B.getTrue()); };
+      auto copy = [&] {
+        Value* valid = edge ? B.CreateICmpSLT(B.CreateAdd(row, e.c32(wave * rp)), row_end) : B.getTrue();
+        tile::cp_async_16(e, dst_addr, imm, edge ? B.CreateSelect(valid, p, src) : p, valid);
+      };
       // A last wave wider than the tile (small d or tiles, e.g. d=16 with 32 rows) is cut at it.
       if ((wave + 1) * threads <= total) copy();
       else e.when(B.CreateICmpULT(B.CreateAdd(tid, e.c32(wave * threads)), e.c32(total)), "copy.tail", copy);
     }
-  });
-  e.when(B.CreateNot(inside), "copy.edge", checked);
+  };
+  // Every tile but a sequence's last lies wholly inside the tensor: no bounds checks there. The
+  // edge copy is the same chain with one compare and two selects per wave: it is a quarter of the
+  // general checked copy's code, and code size is most of a cold compile's time (issue 5).
+  if (once) return waves(true);
+  Value* inside = B.CreateICmpSLE(B.CreateAdd(row0, e.c32(rows)), row_end);
+  e.when(inside, "copy.inside", [&] { waves(false); });
+  e.when(B.CreateNot(inside), "copy.edge", [&] { waves(true); });
 }
 
 Value* quad_max(Emitter& e, Value* x) {
@@ -243,11 +253,11 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   };
 
   // Tile i of the loop covers keys [(first_tile + i)·BN, +BN) and lives in stage i % S.
-  auto issue_kv = [&](Value* j, Value* entry) {
+  auto issue_kv = [&](Value* j, Value* entry, bool once) {
     Value* stage = B.CreateURem(j, e.c32(S));
     Value* n0 = B.CreateMul(tile_at(j, entry), e.c32(BN));
-    copy_tile(e, k_stage(stage), k_base, strides[1][1], n0, seq_kv, BN, d_qk, plan.threads, tid);
-    copy_tile(e, v_stage(stage), v_base, strides[2][1], n0, seq_kv, BN, d_v, plan.threads, tid);
+    copy_tile(e, k_stage(stage), k_base, strides[1][1], n0, seq_kv, BN, d_qk, plan.threads, tid, once);
+    copy_tile(e, v_stage(stage), v_base, strides[2][1], n0, seq_kv, BN, d_v, plan.threads, tid, once);
   };
   // The list entry of step j + k (k < S) inside step j, or of step k in the prologue.
   auto entry_at = [&](Value* j, int k) -> Value* {
@@ -256,10 +266,10 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   };
 
   // Prologue: Q, then the first num_stages − 1 K/V tiles, one commit group each.
-  copy_tile(e, q_tile_smem, q_base, strides[0][1], q_start, seq_q, BM, d_qk, plan.threads, tid);
+  copy_tile(e, q_tile_smem, q_base, strides[0][1], q_start, seq_q, BM, d_qk, plan.threads, tid, /*once=*/true);
   tile::cp_async_commit(e);
   for (int s = 0; s + 1 < S; ++s) {
-    e.when(B.CreateICmpSLT(e.c32(s), n_tiles), "prologue", [&] { issue_kv(e.c32(s), entry_at(zero, s)); });
+    e.when(B.CreateICmpSLT(e.c32(s), n_tiles), "prologue", [&] { issue_kv(e.c32(s), entry_at(zero, s), /*once=*/true); });
     tile::cp_async_commit(e);
   }
   tile::cp_async_wait(e, S - 1);  // the Q group is complete
@@ -322,7 +332,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
       B.CreateStore(tile_entry(next), ahead[S - 1]);
     }
     e.when(B.CreateICmpSLT(B.CreateAdd(j, e.c32(S - 1)), n_tiles), "issue", [&] {
-      issue_kv(B.CreateAdd(j, e.c32(S - 1)), now(ahead_issue, S - 1));
+      issue_kv(B.CreateAdd(j, e.c32(S - 1)), now(ahead_issue, S - 1), /*once=*/false);
     });
     tile::cp_async_commit(e);  // possibly empty: keeps "S − 1 groups pending" true at every wait
     tile::cp_async_wait(e, S - 1);
