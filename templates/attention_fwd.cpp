@@ -345,13 +345,13 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
     // S = Q Kᵀ: each K fragment feeds all MT m-tiles.
     std::vector<std::vector<Acc4>> s(MT, std::vector<Acc4>(NT, Acc4{e.cf(0.f), e.cf(0.f), e.cf(0.f), e.cf(0.f)}));
     if (plan.wgmma) {
-      // One warpgroup instruction per 16-wide k-step reads K (K-major, 128-byte swizzle) straight
-      // from shared memory: no ldmatrix, no per-fragment issue (PTX ISA §9.7.15).
+      // One warpgroup instruction per 16-wide k-step reads Q and K (K-major, 128-byte swizzle)
+      // straight from shared memory: no ldmatrix, no per-fragment issue (PTX ISA §9.7.15), and no
+      // A registers live across the loop (plan_forward says why).
       std::vector<Value*> acc(4 * NT, e.cf(0.f));
       for (int kc = 0; kc < plan.k_steps; ++kc) {
         tile::WgmmaA a;
-        if (plan.q_in_registers) a.regs = q_frags[0][kc];
-        else a.desc = tile::smem_desc(e, B.CreateAdd(q_wg_base, e.c32(128 * BM * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
+        a.desc = tile::smem_desc(e, B.CreateAdd(q_wg_base, e.c32(128 * BM * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
         Value* kd = tile::smem_desc(e, B.CreateAdd(ks.base, e.c32(128 * BN * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
         acc = tile::wgmma(e, dt, BN, acc, a, kd, /*trans_b=*/false);
       }

@@ -39,7 +39,7 @@ struct ForwardPlan {
   int m_tiles = 1;                // 16-row mma tiles per warp: block_m / (16 · num_warps), 1 or 2
   int d_qk_pad = 0, d_v_pad = 0;  // shared-memory row widths (elements)
   int k_steps = 0;                // ceil(d_qk / 16): mma k-steps of S = QKᵀ
-  bool q_in_registers = false;    // Q fragments loaded once (d_qk ≤ 128) or re-read per tile
+  bool q_in_registers = false;    // mma.sync: Q fragments loaded once (d_qk ≤ 128) or re-read per tile; wgmma: never
   // Warpgroup MMA (sm_90a): S and O by wgmma.mma_async instead of mma.sync. Needs one m-tile per
   // warp and whole warpgroups (num_warps 4 or 8); FLASHJIT_MMA=sync turns it off.
   bool wgmma = false;
