@@ -348,12 +348,16 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
       // One warpgroup instruction per 16-wide k-step reads Q and K (K-major, 128-byte swizzle)
       // straight from shared memory: no ldmatrix, no per-fragment issue (PTX ISA §9.7.15), and no
       // A registers live across the loop (plan_forward says why).
-      std::vector<Value*> acc(4 * NT, e.cf(0.f));
+      // The first k-step overwrites (scale-d = 0), as CUTLASS's first MMA of a tile does: no zeroed
+      // accumulators written by ordinary instructions right before the group.
+      std::vector<Value*> acc = tile::wgmma_fresh(e, BN);
+      std::vector<Value*> none;
+      tile::wgmma_fence(e, none);  // required before a warpgroup's first wgmma (PTX ISA, wgmma.fence)
       for (int kc = 0; kc < plan.k_steps; ++kc) {
         tile::WgmmaA a;
         a.desc = tile::smem_desc(e, B.CreateAdd(q_wg_base, e.c32(128 * BM * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
         Value* kd = tile::smem_desc(e, B.CreateAdd(ks.base, e.c32(128 * BN * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
-        acc = tile::wgmma(e, dt, BN, acc, a, kd, /*trans_b=*/false);
+        acc = tile::wgmma(e, dt, BN, acc, a, kd, /*trans_b=*/false, /*accumulate=*/kc > 0);
       }
       tile::wgmma_commit(e);
       tile::wgmma_wait(e, acc);

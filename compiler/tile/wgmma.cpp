@@ -1,5 +1,6 @@
 #include "compiler/tile/wgmma.hpp"
 
+#include <llvm/IR/Constants.h>
 #include <llvm/IR/InlineAsm.h>
 
 #include "compiler/tile/inline_ptx.hpp"
@@ -53,7 +54,7 @@ llvm::Value* smem_desc(Emitter& e, llvm::Value* addr, int lbo_bytes, int sbo_byt
 }
 
 std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vector<llvm::Value*>& acc, const WgmmaA& a,
-                                llvm::Value* b_desc, bool trans_b) {
+                                llvm::Value* b_desc, bool trans_b, bool accumulate) {
   const int nacc = n / 2;
   const char* ab = dtype == DType::bf16 ? "bf16" : "f16";
   std::vector<llvm::Value*> args(acc.begin(), acc.end());
@@ -75,10 +76,10 @@ std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vecto
   args.push_back(b_desc);
   constraints += ",l";
   const std::string b_text = "$" + std::to_string(next++);
-  args.push_back(e.c32(1));
+  args.push_back(e.c32(accumulate ? 1 : 0));
   constraints += ",r,~{memory}";
   const std::string scale_d = "$" + std::to_string(next++);
-  // scale-d (a predicate) = 1: accumulate; scale-a = scale-b = 1; trans-a (descriptor A only) = 0.
+  // scale-d (a predicate): 1 accumulates, 0 overwrites; scale-a = scale-b = 1; trans-a (descriptor A only) = 0.
   std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, " + scale_d + ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
                      std::to_string(n) + "k16.f32." + ab + "." + ab + " " + asm_reg_list(0, nacc) + ", " + a_text + ", " +
                      b_text + ", p, 1, 1, " + (a.desc ? "0, " : "") + (trans_b ? "1" : "0") + ";\n}";
@@ -87,6 +88,10 @@ std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vecto
   std::vector<llvm::Value*> out(nacc);
   for (int i = 0; i < nacc; ++i) out[i] = e.b.CreateExtractValue(r, static_cast<unsigned>(i));
   return out;
+}
+
+std::vector<llvm::Value*> wgmma_fresh(Emitter& e, int n) {
+  return std::vector<llvm::Value*>(n / 2, llvm::UndefValue::get(e.f32()));
 }
 
 void wgmma_fence(Emitter& e, std::vector<llvm::Value*>& vals) { through_asm(e, vals, "wgmma.fence.sync.aligned;"); }

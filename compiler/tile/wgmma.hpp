@@ -26,9 +26,14 @@ struct WgmmaA {
 };
 
 // acc (n/2 f32 per thread) += A (64 × 16) · B (16 × n); B by descriptor, MN-major when trans_b.
+// Without `accumulate`, acc = A · B (scale-d = 0; PTX ISA, wgmma.mma_async) and the incoming `acc`
+// values are never read: pass wgmma_fresh(n), and no instruction writes them beforehand.
 // Issued asynchronously: `acc`'s new values are only valid after wgmma_wait.
 std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vector<llvm::Value*>& acc, const WgmmaA& a,
-                                llvm::Value* b_desc, bool trans_b);
+                                llvm::Value* b_desc, bool trans_b, bool accumulate = true);
+
+// n/2 accumulator placeholders (undef) for a first wgmma without `accumulate`.
+std::vector<llvm::Value*> wgmma_fresh(Emitter& e, int n);
 
 // wgmma.fence: orders earlier register writes (accumulators, A registers) before the next wgmma;
 // `vals` (those registers) are threaded through it so their producers stay above it.
