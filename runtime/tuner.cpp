@@ -175,8 +175,9 @@ class Bench {
   // builds) on input set 0: a fast wrong kernel must never win. Two correct kernels differ by
   // their rounding, a few bf16/fp16 ulps of |O| ≤ max|V| ≈ 1.73 here; 0.1 is far above that and
   // far below what a broken kernel showed (max error 0.27–0.84: the ptxas register reuse of
-  // docs/perf-notes.md §8, which this check caught on the H200). At most kMaxCheckedOutputs elements are compared, spread evenly over
-  // the output; the stride is odd, so the samples walk through every column of O.
+  // docs/perf-notes.md §8, which this check caught on the H200). At most kMaxCheckedOutputs
+  // elements are compared, spread evenly over the output; the stride is odd, so the samples walk
+  // through every column of O.
   static constexpr float kMaxOutputDifference = 0.1f;
   static constexpr size_t kMaxCheckedOutputs = size_t(1) << 22;
 

@@ -146,7 +146,7 @@ void copy_tile(Emitter& e, const SmemTile& dst, Value* src, Value* row_stride, V
     }
   };
   // Every tile but a sequence's last lies wholly inside the tensor: no bounds checks there. The
-  // edge copy is the same chain with one compare and two selects per wave: it is a quarter of the
+  // edge copy is the same chain with one compare and two selects per wave: about a third of the
   // general checked copy's code, and code size is most of a cold compile's time (issue 5).
   if (once) return waves(true);
   Value* inside = B.CreateICmpSLE(B.CreateAdd(row0, e.c32(rows)), row_end);
