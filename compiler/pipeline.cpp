@@ -28,7 +28,7 @@ namespace flashjit {
 namespace {
 
 // Bumped whenever a template's generated code changes, so cache keys change with it.
-constexpr const char* kTemplateVersion = "fwd-10";
+constexpr const char* kTemplateVersion = "fwd-11";
 
 const char* extension(const std::string& stage) {
   if (stage == "llvm-ir" || stage == "opt") return ".ll";

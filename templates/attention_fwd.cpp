@@ -88,57 +88,54 @@ void copy_tile(Emitter& e, const SmemTile& dst, Value* src, Value* row_stride, V
   auto& B = e.b;
   const int chunks = (d + 15) / 16 * 2;
   const int total = rows * chunks;
-  // When a wave of `threads` covers whole rows (rp of them), a thread copies the same chunk of
-  // rows r0 + i·rp in every wave; its swizzle repeats every 8 rows, so one offset per distinct
-  // (i·rp) % 8 and a constant per wave address every destination.
-  const bool regular = threads % chunks == 0;
-  const int rp = threads / chunks;
-  Value* r0 = B.CreateUDiv(tid, e.c32(chunks));
-  Value* c0 = B.CreateURem(tid, e.c32(chunks));
-  std::array<Value*, 8> wave_off{};  // built here, before the branches below, so both may use them
-  for (int wave = 0; regular && wave * threads < total; ++wave)
-    if (Value*& o = wave_off[wave * rp % 8]; !o) o = dst.offset(e, B.CreateAdd(r0, e.c32(wave * rp % 8)), c0);
-  auto dst_of = [&](int wave, Value* r, Value* c, int* imm) -> Value* {
-    *imm = 0;
-    if (!regular) return B.CreateAdd(dst.base, dst.offset(e, r, c));
-    const int k = wave * rp % 8;
-    *imm = 128 * (wave * rp - k);
-    return B.CreateAdd(dst.base, wave_off[k]);
-  };
-  auto checked = [&] {
-    for (int first = 0, wave = 0; first < total; first += threads, ++wave) {
+  if (threads % chunks != 0) {
+    // A wave of `threads` does not cover whole rows: each copy finds its row and chunk anew.
+    for (int first = 0; first < total; first += threads) {
       auto body = [&] {
         Value* idx = B.CreateAdd(tid, e.c32(first));
-        Value* r = regular ? B.CreateAdd(r0, e.c32(wave * rp)) : B.CreateUDiv(idx, e.c32(chunks));
-        Value* c = regular ? c0 : B.CreateURem(idx, e.c32(chunks));
-        int imm;
-        Value* dst_addr = dst_of(wave, r, c, &imm);
+        Value* r = B.CreateUDiv(idx, e.c32(chunks));
+        Value* c = B.CreateURem(idx, e.c32(chunks));
+        Value* dst_addr = B.CreateAdd(dst.base, dst.offset(e, r, c));
         Value* row = B.CreateAdd(row0, r);
         Value* valid = B.CreateAnd(B.CreateICmpSLT(row, row_end), B.CreateICmpULT(c, e.c32(d / 8)));
         Value* safe_row = B.CreateSelect(valid, row, row0);
         Value* safe_col = B.CreateSelect(valid, B.CreateShl(c, 3), e.c32(0));
         Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(safe_row, e.i64()), row_stride), B.CreateZExt(safe_col, e.i64()));
-        tile::cp_async_16(e, dst_addr, imm, B.CreateGEP(B.getInt16Ty(), src, off), valid);
+        tile::cp_async_16(e, dst_addr, 0, B.CreateGEP(B.getInt16Ty(), src, off), valid);
       };
       if (first + threads <= total) body();
       else e.when(B.CreateICmpULT(B.CreateAdd(tid, e.c32(first)), e.c32(total)), "copy.tail", body);
     }
-  };
-  if (!regular || d % 16 != 0) return checked();
+    return;
+  }
+  // A wave covers rp whole rows: a thread copies the same chunk c0 of rows r0 + i·rp in every
+  // wave; its swizzle repeats every 8 rows, so one offset per distinct (i·rp) % 8 and a constant
+  // per wave address every destination.
+  const int rp = threads / chunks;
+  Value* r0 = B.CreateUDiv(tid, e.c32(chunks));
+  Value* c0 = B.CreateURem(tid, e.c32(chunks));
+  std::array<Value*, 8> wave_off{};  // built here, before the branches below, so both may use them
+  for (int wave = 0; wave * threads < total; ++wave)
+    if (Value*& o = wave_off[wave * rp % 8]; !o) o = dst.offset(e, B.CreateAdd(r0, e.c32(wave * rp % 8)), c0);
+  // Chunks past d (up to the k-step's 16 columns) are zeros; only d % 16 ≠ 0 has them.
+  Value* col_ok = d % 16 ? B.CreateICmpULT(c0, e.c32(d / 8)) : nullptr;
   // The source steps by rp rows per wave (a chain of adds, so LLVM keeps no per-wave offsets).
-  // `edge`: rows at or past row_end read nothing (src-size 0) from the slice's first row.
-  auto waves = [&](bool edge) {
+  // `checked`: rows at or past row_end (and padding chunks) read nothing (src-size 0), from the
+  // slice's first row.
+  auto waves = [&](bool checked) {
     Value* row = B.CreateAdd(row0, r0);
     Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(row, e.i64()), row_stride), B.CreateZExt(B.CreateShl(c0, 3), e.i64()));
     Value* p = B.CreateGEP(B.getInt16Ty(), src, off);
     Value* step = B.CreateMul(row_stride, e.c64(rp));
     for (int wave = 0; wave * threads < total; ++wave) {
       if (wave) p = B.CreateGEP(B.getInt16Ty(), p, step);
-      int imm;
-      Value* dst_addr = dst_of(wave, nullptr, nullptr, &imm);
+      const int k = wave * rp % 8;
+      Value* dst_addr = B.CreateAdd(dst.base, wave_off[k]);
       auto copy = [&] {
-        Value* valid = edge ? B.CreateICmpSLT(B.CreateAdd(row, e.c32(wave * rp)), row_end) : B.getTrue();
-        tile::cp_async_16(e, dst_addr, imm, edge ? B.CreateSelect(valid, p, src) : p, valid);
+        if (!checked) return tile::cp_async_16(e, dst_addr, 128 * (wave * rp - k), p, B.getTrue());
+        Value* valid = B.CreateICmpSLT(B.CreateAdd(row, e.c32(wave * rp)), row_end);
+        if (col_ok) valid = B.CreateAnd(valid, col_ok);
+        tile::cp_async_16(e, dst_addr, 128 * (wave * rp - k), B.CreateSelect(valid, p, src), valid);
       };
       // A last wave wider than the tile (small d or tiles, e.g. d=16 with 32 rows) is cut at it.
       if ((wave + 1) * threads <= total) copy();
@@ -146,9 +143,9 @@ void copy_tile(Emitter& e, const SmemTile& dst, Value* src, Value* row_stride, V
     }
   };
   // Every tile but a sequence's last lies wholly inside the tensor: no bounds checks there. The
-  // edge copy is the same chain with one compare and two selects per wave: about a third of the
-  // general checked copy's code, and code size is most of a cold compile's time (issue 5).
-  if (once) return waves(true);
+  // checked copy is the same chain with one compare and two selects per wave: about a third of
+  // the per-copy address arithmetic above, and code size is most of a cold compile's time (issue 5).
+  if (once || col_ok) return waves(true);
   Value* inside = B.CreateICmpSLE(B.CreateAdd(row0, e.c32(rows)), row_end);
   e.when(inside, "copy.inside", [&] { waves(false); });
   e.when(B.CreateNot(inside), "copy.edge", [&] { waves(true); });
@@ -351,8 +348,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
       // The first k-step overwrites (scale-d = 0), as CUTLASS's first MMA of a tile does: no zeroed
       // accumulators written by ordinary instructions right before the group.
       std::vector<Value*> acc = tile::wgmma_fresh(e, BN);
-      std::vector<Value*> none;
-      tile::wgmma_fence(e, none);  // required before a warpgroup's first wgmma (PTX ISA, wgmma.fence)
+      tile::wgmma_fence(e);
       for (int kc = 0; kc < plan.k_steps; ++kc) {
         tile::WgmmaA a;
         a.desc = tile::smem_desc(e, B.CreateAdd(q_wg_base, e.c32(128 * BM * (kc >> 2) + 32 * (kc & 3))), 16, 1024);

@@ -17,7 +17,8 @@ llvm::Value* log2_fast(Emitter& e, llvm::Value* x);
 // tanh.approx.f32 (sm_75+, PTX ISA §9.7.3.22): one SFU instruction, ~2^-11 relative error; what
 // FlashAttention's softcap uses (cutlass::fast_tanh). LLVM 19 has no intrinsic for it.
 llvm::Value* tanh_fast(Emitter& e, llvm::Value* x);
-// The kernel's dynamic shared memory (`extern __shared__`), 16-byte aligned, as an addrspace(3) pointer.
+// The kernel's dynamic shared memory (`extern __shared__`), declared 1024-byte aligned, as an
+// addrspace(3) pointer. wgmma kernels still round the base up at run time (forward_plan.hpp).
 llvm::Value* shared_base(Emitter& e);
 
 }  // namespace flashjit::tile

@@ -96,6 +96,11 @@ std::vector<llvm::Value*> wgmma_fresh(Emitter& e, int n) {
 
 void wgmma_fence(Emitter& e, std::vector<llvm::Value*>& vals) { through_asm(e, vals, "wgmma.fence.sync.aligned;"); }
 
+void wgmma_fence(Emitter& e) {
+  std::vector<llvm::Value*> none;
+  wgmma_fence(e, none);
+}
+
 void wgmma_commit(Emitter& e) {
   std::vector<llvm::Value*> none;
   through_asm(e, none, "wgmma.commit_group.sync.aligned;");

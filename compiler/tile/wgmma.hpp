@@ -38,6 +38,10 @@ std::vector<llvm::Value*> wgmma_fresh(Emitter& e, int n);
 // wgmma.fence: orders earlier register writes (accumulators, A registers) before the next wgmma;
 // `vals` (those registers) are threaded through it so their producers stay above it.
 void wgmma_fence(Emitter& e, std::vector<llvm::Value*>& vals);
+// wgmma.fence with no registers to order (before a group whose operands are all in shared memory
+// and whose accumulators start fresh); required before a warpgroup's first wgmma (PTX ISA,
+// wgmma.fence).
+void wgmma_fence(Emitter& e);
 void wgmma_commit(Emitter& e);
 // wgmma.wait_group 0, threading `vals` through it so no use of them can move above the wait.
 void wgmma_wait(Emitter& e, std::vector<llvm::Value*>& vals);
