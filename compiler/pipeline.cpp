@@ -106,7 +106,7 @@ CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& o
     return plan.describe() + "\nreason: " + reason + "\n";
   });
   record_plan(plan, out);
-  // Printing a module (~400 KB of text) costs ~15 ms of a ~350 ms cold compile: only on request.
+  // Printing a module (~400 KB of text) costs ~15 ms of a cold compile: only on request.
   const bool print_ir = options.keep_llvm_ir.value_or(true) || stages.dumping();
 
   // instantiate + llvm-ir: the template writes the kernel into a private context and module.

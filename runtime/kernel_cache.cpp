@@ -117,7 +117,7 @@ KernelBuild build_kernel(const AttentionSpec& spec, const CompileOptions& option
   const TileConfig config = options.config ? *options.config : heuristic_config(spec, options.arch, &reason);
   CompileOptions opts = options;
   opts.config = config;  // the same config compile_to_ptx would pick, fixed so key and code agree
-  if (!opts.keep_llvm_ir) opts.keep_llvm_ir = false;  // a runtime kernel needs the PTX, not the IR text
+  opts.keep_llvm_ir = opts.keep_llvm_ir.value_or(false);  // a runtime kernel needs the PTX, not the IR text
   auto compile = [&] {
     ++n.llvm_compiles;
     b.compiled = compile_to_ptx(spec, opts);
