@@ -66,23 +66,6 @@ std::vector<Candidate> enumerate(const SearchSpace& space, const TileConfig& heu
 
 }  // namespace
 
-bool forward_template_legal(const TileConfig& c) {
-  return (c.block_m == 16 * c.num_warps || c.block_m == 32 * c.num_warps) &&
-         (c.num_warps == 1 || c.num_warps == 2 || c.num_warps == 4 || c.num_warps == 8) &&
-         (c.block_n == 32 || c.block_n == 64 || c.block_n == 128) && c.num_stages >= 1 && c.num_stages <= 4;
-}
-
-SearchSpace default_search_space(int head_dim) {
-  // block_m 64 = 4 warps × 1 m-tile, 128 = 4 × 2 or 8 × 1, 256 = 8 × 2 (the coupling is `legal`);
-  // stages: K/V tiles in flight, bounded by shared memory (Q + stages × (K + V) tiles).
-  SearchSpace s;
-  if (head_dim <= 64) s = {{64, 128, 256}, {32, 64, 128}, {4, 8}, {1, 2, 3, 4}};
-  else if (head_dim <= 128) s = {{64, 128}, {32, 64, 128}, {4, 8}, {1, 2, 3}};
-  else s = {{64, 128}, {32, 64}, {4, 8}, {1, 2}};
-  s.legal = forward_template_legal;
-  return s;
-}
-
 TuneMode parse_tune_mode(std::string_view text) {
   if (text == "off") return TuneMode::off;
   if (text == "quick") return TuneMode::quick;

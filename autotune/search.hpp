@@ -15,21 +15,13 @@
 
 namespace flashjit::autotune {
 
-// The values each tile parameter may take (the spec's `tune` section, or defaults by head dim).
+// The values each tile parameter may take (the template's, narrowed by the spec's `tune` section).
 struct SearchSpace {
   std::vector<int> block_m, block_n, num_warps, num_stages;
-  // The template's structural rules (not resources): combinations failing it are not enumerated at
+  // The template's structural rule (not resources): combinations failing it are not enumerated at
   // all (the cross product of the lists would otherwise be mostly illegal). Null: every combination.
   std::function<bool(const TileConfig&)> legal;
 };
-// The forward template's structural rule: each warp owns one or two 16-row m-tiles (block_m =
-// 16 or 32 × num_warps), num_warps ∈ {1, 2, 4, 8}, block_n ∈ {32, 64, 128}, num_stages 1-4
-// (templates/forward_plan.cpp, plan_forward).
-bool forward_template_legal(const TileConfig& c);
-// Defaults by head dim: larger heads get fewer wide KV tiles (their K/V tiles fill shared memory).
-// Every value is one the template accepts, and `legal` is forward_template_legal.
-SearchSpace default_search_space(int head_dim);
-
 enum class TuneMode { off, quick, full };
 // "off" | "quick" | "full"; throws Error(usage) naming FLASHJIT_AUTOTUNE otherwise.
 TuneMode parse_tune_mode(std::string_view text);

@@ -1,7 +1,14 @@
-// Every compiler stage, in order — read this file to know what flashjit does to a spec
-// (after Halide's Lower.cpp). Each stage is timed, logged at debug level, dumped to
-// FLASHJIT_DUMP_DIR/<key>/<stage>.<ext>, and, for llvm-ir and ptx, can be replaced by a file in
-// FLASHJIT_OVERRIDE_DIR/<key>/ (Triton's named, overridable stages).
+// Every compiler stage, in order — read this file to know what flashjit does to a spec (after
+// Halide's Lower.cpp):
+//   spec     the canonical text every key derives from
+//   analyze  desugared mask and score, score derivative, tile ranges, block-map policy (once per spec)
+//   plan     template + tile config → the tile plan, limits checked, and the kernel key
+//   llvm-ir  the template writes its kernels into a private LLVM context (overridable)
+//   opt      LLVM O3 with NVPTX's own passes
+//   ptx      NVPTX instruction selection and printing (overridable)
+// Each stage is timed, logged at debug level and dumped to FLASHJIT_DUMP_DIR/<key>/<stage>.<ext>;
+// llvm-ir and ptx can be replaced by a file in FLASHJIT_OVERRIDE_DIR/<key>/ (Triton's named,
+// overridable stages). The pipeline knows templates only through compiler/kernel_template.hpp.
 #include "compiler/pipeline.hpp"
 
 #include <llvm/Config/llvm-config.h>
@@ -19,16 +26,14 @@
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "support/text.hpp"
-#include "templates/attention_fwd.hpp"
-#include "templates/block_map.hpp"
-#include "templates/forward_plan.hpp"
 
 namespace flashjit {
 
 namespace {
 
-// Bumped whenever a template's generated code changes, so cache keys change with it.
-constexpr const char* kTemplateVersion = "fwd-11";
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 const char* extension(const std::string& stage) {
   if (stage == "llvm-ir" || stage == "opt") return ".ll";
@@ -38,110 +43,140 @@ const char* extension(const std::string& stage) {
 
 class StageRunner {
  public:
-  StageRunner(CompiledKernel& out, std::string dump_dir, std::string override_dir)
-      : out_(out), dump_dir_(std::move(dump_dir)), override_dir_(std::move(override_dir)) {}
+  StageRunner(CompiledKernel& out, const StageOptions& options) : out_(out), options_(options) {}
 
-  bool dumping() const { return !dump_dir_.empty(); }
+  bool dumping() const { return !options_.dump_dir.empty(); }
 
-  // Runs `fn` (which returns the stage's text), records, logs and dumps it.
-  template <class Fn>
-  std::string run(const std::string& stage, Fn fn) {
-    auto t0 = std::chrono::steady_clock::now();
-    std::string text = fn();
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // Records, logs and dumps a stage's text that was produced in `ms`.
+  void record(const std::string& stage, double ms, const std::string& text) {
     out_.stages.push_back({stage, ms, text});
-    log::debug("stage " + stage + " " + out_.key + ": " + std::to_string(ms) + " ms, " +
-               std::to_string(text.size()) + " bytes");
-    if (!dump_dir_.empty()) {
-      std::string dir = dump_dir_ + "/" + out_.key;
+    log::debug("stage " + stage + " " + out_.key + ": " + std::to_string(ms) + " ms, " + std::to_string(text.size()) +
+               " bytes");
+    if (dumping()) {
+      std::string dir = options_.dump_dir + "/" + out_.key;
       make_dirs(dir);
       write_file_atomic(dir + "/" + stage + extension(stage), text);
     }
+  }
+
+  // Runs `fn` (which returns the stage's text) and records it.
+  template <class Fn>
+  std::string run(const std::string& stage, Fn fn) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string text = fn();
+    record(stage, ms_since(t0), text);
     return text;
   }
 
   // The override file for `stage`, or "" when there is none.
   std::string override_path(const std::string& stage) const {
-    if (override_dir_.empty()) return "";
-    std::string path = override_dir_ + "/" + out_.key + "/" + stage + extension(stage);
+    if (options_.override_dir.empty()) return "";
+    std::string path = options_.override_dir + "/" + out_.key + "/" + stage + extension(stage);
     return file_exists(path) ? path : "";
   }
 
  private:
   CompiledKernel& out_;
-  std::string dump_dir_, override_dir_;
+  const StageOptions& options_;
 };
 
-std::string kernel_key(const AttentionSpec& spec, const TileConfig& c, const std::string& arch) {
-  AttentionSpec unnamed = spec;
-  unnamed.name.clear();  // names are for people; they do not change the code
-  return hash_hex(std::string(FLASHJIT_VERSION) + "|" + kTemplateVersion + "|" + arch + "|ptx" +
-                  codegen::ptx_isa_version(arch) + "|" + unnamed.canonical() + "|" + c.str() + "|" + mma_kind(c, arch));
+std::unique_ptr<llvm::Module> read_ir_override(const std::string& path, llvm::LLVMContext& ctx) {
+  llvm::SMDiagnostic diag;
+  std::unique_ptr<llvm::Module> module = llvm::parseIRFile(path, diag, ctx);
+  if (!module)
+    throw Error(ErrorKind::usage, "override " + path + ":" + std::to_string(diag.getLineNo()) + ":" +
+                                      std::to_string(diag.getColumnNo()) + ": " + diag.getMessage().str());
+  return module;
 }
 
 }  // namespace
 
-const char* template_version() { return kTemplateVersion; }
+Target target_for(const CompileOptions& options, const std::string& default_arch) {
+  Target t;
+  t.arch = options.arch.empty() ? default_arch : options.arch;
+  const std::string& mma = options.mma ? *options.mma : knob::get("FLASHJIT_MMA");
+  if (mma != "auto" && mma != "sync")
+    throw Error(ErrorKind::usage, "CompileOptions::mma '" + mma + "' is not allowed; use auto or sync");
+  t.allow_wgmma = mma == "auto";
+  return t;
+}
 
-CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& options) {
+StageOptions stage_options(const CompileOptions& options, bool keep_ir_default) {
+  StageOptions s;
+  s.dump_dir = options.dump_dir ? *options.dump_dir : knob::get("FLASHJIT_DUMP_DIR");
+  s.override_dir = options.override_dir ? *options.override_dir : knob::get("FLASHJIT_OVERRIDE_DIR");
+  s.keep_llvm_ir = options.keep_llvm_ir.value_or(keep_ir_default);
+  return s;
+}
+
+CompiledKernel PlannedKernel::describe() const {
   CompiledKernel out;
-  out.arch = options.arch.empty() ? "sm_90a" : options.arch;
-  std::string reason = "given by the caller";
-  TileConfig config = options.config ? *options.config : heuristic_config(spec, out.arch, &reason);
-  const std::string& arch = out.arch;
+  out.key = key.hash;
+  out.entry = entry;
+  out.description = plan->describe();
+  const LaunchFacts facts = plan->launch();
+  out.map_entry = facts.has_map ? entry + "_blockmap" : "";
+  out.map_per_batch = facts.map_per_batch;
+  out.map_per_head = facts.map_per_head;
+  out.arch = target.arch;
   out.config = config;
-  out.config_reason = reason;
-  out.key = kernel_key(spec, config, arch);
-  StageRunner stages(out, options.dump_dir ? *options.dump_dir : knob::get("FLASHJIT_DUMP_DIR"),
-                     options.override_dir ? *options.override_dir : knob::get("FLASHJIT_OVERRIDE_DIR"));
+  out.config_reason = config_reason;
+  out.threads = facts.threads;
+  out.shared_bytes = facts.shared_bytes;
+  return out;
+}
 
-  // spec: the canonical text every later stage and cache key derives from.
-  stages.run("spec", [&] { return spec.canonical(); });
+PlannedKernel plan_kernel(const AnalyzedSpecPtr& spec, const KernelRequest& request) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PlannedKernel p;
+  p.spec = spec;
+  p.kernel_template = &find_template(request.template_name);
+  p.target = request.target;
+  p.config_reason = "given by the caller";
+  p.config = request.config ? *request.config : p.kernel_template->heuristic(*spec, p.target, &p.config_reason);
+  p.plan = p.kernel_template->plan(spec, p.config, p.target);
+  p.key = make_kernel_key(*spec, *p.plan, p.config, p.target.arch);
+  p.entry = "flashjit_" + p.kernel_template->symbol + "_" + p.key.hash;
+  p.plan_ms = ms_since(t0);
+  return p;
+}
 
-  // check: types and limits, before any code exists (a rejected config names the limit).
-  ForwardPlan plan;
-  stages.run("check", [&] {
-    plan = plan_forward(spec, config, reason, arch);
-    plan.entry = "flashjit_fwd_" + out.key;
-    return plan.describe() + "\nreason: " + reason + "\n";
-  });
-  record_plan(plan, out);
+CompiledKernel compile_planned(const PlannedKernel& planned, const StageOptions& options) {
+  CompiledKernel out = planned.describe();
+  StageRunner stages(out, options);
+  const std::string& arch = planned.target.arch;
+
+  stages.record("spec", 0, planned.spec->canonical);
+  stages.record("analyze", planned.spec->analysis_ms, planned.spec->describe());
+  stages.record("plan", planned.plan_ms, out.description + "\nreason: " + out.config_reason + "\nkey:\n" +
+                                             planned.key.text + "\n");
   // Printing a module (~400 KB of text) costs ~15 ms of a cold compile: only on request.
-  const bool print_ir = options.keep_llvm_ir.value_or(true) || stages.dumping();
+  const bool print_ir = options.keep_llvm_ir || stages.dumping();
 
-  // instantiate + llvm-ir: the template writes the kernel into a private context and module.
   llvm::LLVMContext ctx;
   codegen::install_diagnostics(ctx);
   std::unique_ptr<llvm::TargetMachine> tm = codegen::make_target_machine(arch);
   std::unique_ptr<llvm::Module> module;
-  stages.run("instantiate", [&] { return plan.describe() + "\n"; });
   stages.run("llvm-ir", [&] {
     if (std::string path = stages.override_path("llvm-ir"); !path.empty()) {
-      llvm::SMDiagnostic diag;
-      module = llvm::parseIRFile(path, diag, ctx);
-      if (!module)
-        throw Error(ErrorKind::usage, "override " + path + ":" + std::to_string(diag.getLineNo()) + ":" +
-                                          std::to_string(diag.getColumnNo()) + ": " + diag.getMessage().str());
+      module = read_ir_override(path, ctx);
       log::warn("llvm-ir of " + out.key + " replaced by " + path);
     } else {
       module = std::make_unique<llvm::Module>("flashjit_" + out.key, ctx);
       module->setTargetTriple(tm->getTargetTriple().str());
       module->setDataLayout(tm->createDataLayout());
-      emit_attention_forward(*module, plan);
-      if (plan.block_map) emit_block_map(*module, plan);
+      planned.plan->emit(*module, planned.entry);
     }
     codegen::verify_module(*module);
     return print_ir ? codegen::print_module(*module) : std::string();
   });
 
-  // opt: LLVM O3 with NVPTX's own passes.
   out.llvm_ir = stages.run("opt", [&] {
     codegen::optimize_module(*module, *tm);
     codegen::verify_module(*module);
     return print_ir ? codegen::print_module(*module) : std::string();
   });
 
-  // ptx: NVPTX instruction selection and printing.
   out.ptx = stages.run("ptx", [&] {
     if (std::string path = stages.override_path("ptx"); !path.empty()) {
       log::warn("ptx of " + out.key + " replaced by " + path);
@@ -149,9 +184,16 @@ CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& o
     }
     return codegen::emit_ptx(*module, *tm);
   });
-  log::info("compiled " + out.key + ": " + plan.describe() + " (" + reason + "), PTX " +
+  log::info("compiled " + out.key + ": " + out.description + " (" + out.config_reason + "), PTX " +
             std::to_string(out.ptx.size()) + " bytes");
   return out;
+}
+
+CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& options) {
+  KernelRequest request;
+  request.target = target_for(options, "sm_90a");
+  request.config = options.config;
+  return compile_planned(plan_kernel(analyze_spec(spec), request), stage_options(options, true));
 }
 
 VersionInfo versions() {

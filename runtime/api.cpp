@@ -3,45 +3,61 @@
 #include <cstdlib>
 #include <vector>
 
-#include "compiler/dsl/kv_range.hpp"
-#include "compiler/spec_bridge.hpp"
+#include "compiler/analyzed_spec.hpp"
+#include "compiler/pipeline.hpp"
 #include "flashjit/flashjit.hpp"
 #include "runtime/context.hpp"
+#include "runtime/dispatch.hpp"
 #include "runtime/kernel_cache.hpp"
+#include "runtime/handles.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/module.hpp"
-#include "runtime/tuner.hpp"
+#include "runtime/timing.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "support/text.hpp"
 
 namespace flashjit {
 
-struct Runtime::Impl {
-  std::shared_ptr<rt::Context> ctx;
-};
+Kernel::Impl::~Impl() { rt::unload_module(*ctx, loaded); }
 
-struct Kernel::Impl {
-  std::shared_ptr<rt::Context> ctx;
-  AttentionSpec spec;
-  dsl::Spec dsl;             // params and tensors by slot, for launch packing and checks
-  dsl::KvRange kv_range;     // the mask's closed form, checked for i32 wrap-around per launch
-  CompiledKernel compiled;
-  rt::LoadedModule loaded;
-  int registers = 0, spill_bytes = 0;
-  // The config per shape bucket (tuned / heuristic / given); borrows `compiled` and `loaded`,
-  // owns the modules of other configs.
-  std::unique_ptr<rt::KernelDispatch> dispatch;
-  ~Impl() {
-    // Destructors never throw: the driver is known loaded here, and failures only leak.
-    if (!loaded.module) return;
-    const cu::Driver& d = cu::driver();
-    cu::CUcontext popped = nullptr;
-    if (d.cuCtxPushCurrent(ctx->ctx) != cu::CUDA_SUCCESS) return;
-    d.cuModuleUnload(loaded.module);
-    d.cuCtxPopCurrent(&popped);
-  }
-};
+const Kernel::Impl& detail::Access::impl(const Kernel& k, const char* what) {
+  if (!k.impl_)
+    throw Error(ErrorKind::usage, std::string("flashjit::Kernel::") + what +
+                                      ": this Kernel is empty (default-constructed or moved from); "
+                                      "get one from Runtime::compile");
+  return *k.impl_;
+}
+
+const std::shared_ptr<rt::Context>& detail::Access::context(const Runtime& r, const char* what) {
+  if (!r.impl_)
+    throw Error(ErrorKind::usage, std::string("flashjit::Runtime::") + what +
+                                      ": this Runtime is empty (default-constructed or moved from); "
+                                      "get one from Runtime::create");
+  return r.impl_->ctx;
+}
+
+namespace rt {
+
+Kernel compile_kernel(const std::shared_ptr<Context>& ctx, const KernelSource& source,
+                      const std::optional<TileConfig>& config, const DispatchOptions& dispatch) {
+  KernelRequest request;
+  request.target = source.target;
+  request.config = config;
+  auto k = std::make_shared<detail::Access::KernelImpl>();
+  k->ctx = ctx;
+  k->spec = source.spec;
+  // Compile cache → (on a miss) LLVM + cuLink → loaded, registers/spills, dumps, the "loaded" log line.
+  CompiledModule m = compile_and_load(*ctx, plan_kernel(source.spec, request), source.stages);
+  k->compiled = std::move(m.compiled);
+  k->loaded = m.loaded;
+  k->registers = m.registers;
+  k->spill_bytes = m.spill_bytes;
+  k->dispatch = std::make_unique<KernelDispatch>(ctx, source, dispatch, &k->compiled, &k->loaded);
+  return detail::Access::wrap(std::move(k));
+}
+
+}  // namespace rt
 
 Runtime Runtime::create(int device) {
   Runtime r;
@@ -55,38 +71,27 @@ Runtime Runtime::create(int device) {
   return r;
 }
 
-const DeviceInfo& Runtime::device() const { return impl_->ctx->info; }
+const DeviceInfo& Runtime::device() const { return detail::Access::context(*this, "device")->info; }
 
 Kernel Runtime::compile(const AttentionSpec& spec, const CompileOptions& options) const {
-  CompileOptions opts = options;
-  const DeviceInfo& info = impl_->ctx->info;
-  if (opts.arch.empty()) opts.arch = info.arch();
-  if (opts.arch != info.arch())
-    throw Error(ErrorKind::usage, "cannot load a kernel compiled for " + opts.arch + " on " + info.name + " (" +
-                                      info.arch() + "); leave CompileOptions::arch empty to use the device's");
-  auto k = std::make_shared<Kernel::Impl>();
-  k->ctx = impl_->ctx;
-  k->spec = spec;
-  k->dsl = to_dsl(spec);
-  if (k->dsl.mask) k->kv_range = dsl::derive_kv_range(k->dsl.mask, &k->dsl.tensors);
-  // Compile cache → (on a miss) LLVM + cuLink → loaded, registers/spills, dumps, the "loaded" log line.
-  rt::CompiledModule m = rt::compile_and_load(*impl_->ctx, spec, opts);
-  k->compiled = std::move(m.compiled);
-  k->loaded = m.loaded;
-  k->registers = m.registers;
-  k->spill_bytes = m.spill_bytes;
-  k->dispatch = std::make_unique<rt::KernelDispatch>(
-      k->ctx, spec, opts, rt::DispatchOptions{opts.autotune, opts.tune_on_first_use, opts.tune_deadline_s},
-      &k->compiled, &k->loaded);
-  Kernel kernel;
-  kernel.impl_ = k;
-  return kernel;
+  const std::shared_ptr<rt::Context>& ctx = detail::Access::context(*this, "compile");
+  const DeviceInfo& info = ctx->info;
+  rt::KernelSource source;
+  source.target = target_for(options, info.arch());
+  if (source.target.arch != info.arch())
+    throw Error(ErrorKind::usage, "cannot load a kernel compiled for " + source.target.arch + " on " + info.name +
+                                      " (" + info.arch() + "); leave CompileOptions::arch empty to use the device's");
+  source.spec = analyze_spec(spec);
+  source.stages = stage_options(options, /*keep_ir_default=*/false);  // a runtime kernel needs the PTX, not the IR text
+  return rt::compile_kernel(ctx, source, options.config,
+                            {options.autotune, options.tune_on_first_use, options.tune_deadline_s,
+                             options.config.has_value()});
 }
 
-const AttentionSpec& Kernel::spec() const { return impl_->spec; }
-const CompiledKernel& Kernel::compiled() const { return impl_->compiled; }
-int Kernel::registers() const { return impl_->registers; }
-int Kernel::spill_bytes() const { return impl_->spill_bytes; }
+const AttentionSpec& Kernel::spec() const { return detail::Access::impl(*this, "spec").spec->spec; }
+const CompiledKernel& Kernel::compiled() const { return detail::Access::impl(*this, "compiled").compiled; }
+int Kernel::registers() const { return detail::Access::impl(*this, "registers").registers; }
+int Kernel::spill_bytes() const { return detail::Access::impl(*this, "spill_bytes").spill_bytes; }
 
 struct BlockMap::Impl {
   const void* kernel = nullptr;   // the Kernel::Impl it was built for
@@ -120,9 +125,9 @@ MapShape map_shape(const CompiledKernel& c, const ForwardArgs& a) {
 }  // namespace
 
 void Kernel::forward(const ForwardArgs& args) const {
-  const Impl& k = *impl_;
+  const Impl& k = detail::Access::impl(*this, "forward");
   rt::ForwardLaunch launch;
-  rt::pack_forward(k.dsl, k.dsl.mask ? &k.kv_range : nullptr, args, launch);
+  rt::pack_forward(*k.spec, args, launch);
   if (args.batch == 0 || args.seq_q == 0) return;  // an empty output: nothing to write
   // This shape bucket's kernel: tuned (tuning cache, or tuned now), heuristic, or the given config.
   const rt::KernelDispatch::Choice pick = k.dispatch->select(args);
@@ -145,7 +150,7 @@ void Kernel::forward(const ForwardArgs& args) const {
   if (!c.map_entry.empty()) {
     if (args.block_map) {
       const BlockMap::Impl* m = args.block_map->impl();
-      if (!m || m->kernel != &k || m->key != map_key(args, launch, k.dsl.params.size(), c.config))
+      if (!m || m->kernel != &k || m->key != map_key(args, launch, k.spec->dsl.params.size(), c.config))
         throw Error(ErrorKind::usage, "forward: block_map was built for another kernel, sizes or params; "
                                       "build it with this kernel's build_block_map for these arguments");
       tiles = reinterpret_cast<cu::CUdeviceptr>(m->tiles.data());
@@ -175,17 +180,17 @@ void Kernel::forward(const ForwardArgs& args) const {
 }
 
 BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
-  const Impl& k = *impl_;
+  const Impl& k = detail::Access::impl(*this, "build_block_map");
   const rt::KernelDispatch::Choice pick = k.dispatch->select(args);  // the config forward() will use
   const CompiledKernel& c = *pick.compiled;
   if (c.map_entry.empty())
     throw Error(ErrorKind::usage, "build_block_map: the mask of kernel " + c.key +
                                       " has an exact closed form; it needs no block map");
   rt::ForwardLaunch launch;
-  rt::pack_forward(k.dsl, k.dsl.mask ? &k.kv_range : nullptr, args, launch);
+  rt::pack_forward(*k.spec, args, launch);
   auto m = std::make_shared<BlockMap::Impl>();
   m->kernel = &k;
-  m->key = map_key(args, launch, k.dsl.params.size(), c.config);
+  m->key = map_key(args, launch, k.spec->dsl.params.size(), c.config);
   MapShape shape = map_shape(c, args);
   // DeviceBuffer needs the runtime's context; reuse the kernel's through a Runtime view.
   rt::ContextGuard guard(*k.ctx);
@@ -218,41 +223,28 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
 }
 
 DeviceBuffer Runtime::alloc(size_t bytes) const {
-  rt::ContextGuard guard(*impl_->ctx);
+  const std::shared_ptr<rt::Context>& ctx = detail::Access::context(*this, "alloc");
+  rt::ContextGuard guard(*ctx);
   DeviceBuffer buf;
   cu::CUdeviceptr ptr = 0;
   cu::check(cu::driver().cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "cuMemAlloc");
-  buf.ctx_ = impl_->ctx;
+  buf.ctx_ = ctx;
   buf.ptr_ = reinterpret_cast<void*>(ptr);
   buf.bytes_ = bytes;
   return buf;
 }
 
 void Runtime::synchronize() const {
-  rt::ContextGuard guard(*impl_->ctx);
+  rt::ContextGuard guard(*detail::Access::context(*this, "synchronize"));
   cu::check(cu::driver().cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)");
 }
 
 double Runtime::time_forward(const Kernel& kernel, const ForwardArgs& args, int warmup, int reps) const {
-  rt::ContextGuard guard(*impl_->ctx);
-  const cu::Driver& d = cu::driver();
-  auto stream = static_cast<cu::CUstream>(args.stream);
   for (int i = 0; i < warmup; ++i) kernel.forward(args);
-  cu::CUevent start = nullptr, stop = nullptr;
-  cu::check(d.cuEventCreate(&start, cu::CU_EVENT_DEFAULT), "cuEventCreate");
-  cu::check(d.cuEventCreate(&stop, cu::CU_EVENT_DEFAULT), "cuEventCreate");
+  rt::EventTimer timer(*detail::Access::context(*this, "time_forward"));
   std::vector<float> ms;
-  for (int i = 0; i < std::max(reps, 1); ++i) {
-    cu::check(d.cuEventRecord(start, stream), "cuEventRecord");
-    kernel.forward(args);
-    cu::check(d.cuEventRecord(stop, stream), "cuEventRecord");
-    cu::check(d.cuEventSynchronize(stop), "cuEventSynchronize (a kernel failed)");
-    float t = 0;
-    cu::check(d.cuEventElapsedTime(&t, start, stop), "cuEventElapsedTime");
-    ms.push_back(t);
-  }
-  d.cuEventDestroy(start);
-  d.cuEventDestroy(stop);
+  for (int i = 0; i < std::max(reps, 1); ++i)
+    ms.push_back(timer.time(static_cast<cu::CUstream>(args.stream), [&] { kernel.forward(args); }));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -298,13 +290,6 @@ void DeviceBuffer::download(void* host, size_t bytes) const {
 void DeviceBuffer::fill_bytes(unsigned char value) {
   rt::ContextGuard guard(*static_cast<rt::Context*>(ctx_.get()));
   cu::check(cu::driver().cuMemsetD8(reinterpret_cast<cu::CUdeviceptr>(ptr_), value, bytes_), "cuMemsetD8");
-}
-
-std::string cache_dir() {
-  if (const std::string& v = knob::get("FLASHJIT_CACHE_DIR"); !v.empty()) return v;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/flashjit";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/flashjit";
-  return ".flashjit-cache";
 }
 
 }  // namespace flashjit

@@ -1,35 +1,22 @@
 #include "runtime/kernel_cache.hpp"
 
+#include "flashjit/tuning.hpp"
+
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 
 #include "autotune/compile_cache.hpp"
 #include "autotune/kernel_entry.hpp"
 #include "autotune/sha256.hpp"
-#include "compiler/codegen/target.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "support/text.hpp"
-#include "templates/forward_plan.hpp"
 
 namespace flashjit {
-
-// The strong definition lives in compiler/pipeline.cpp (runtime/INTEGRATION.md, edit 1) and wins at
-// link time. This weak fallback only exists so that the library links before that edit; it makes
-// the compile cache bypass itself rather than key entries without the template version.
-__attribute__((weak)) const char* template_version() { return nullptr; }
-
 namespace rt {
 namespace {
-
-constexpr const char* kEntryPrefix = "flashjit_fwd_";  // compiler/pipeline.cpp: "flashjit_fwd_" + key
-
-std::mutex root_mu;
-std::string& root_override() {
-  static std::string root;
-  return root;
-}
 
 struct Counters {
   std::atomic<uint64_t> hits{0}, misses{0}, stores{0}, store_failures{0}, bypasses{0}, llvm_compiles{0};
@@ -45,28 +32,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 std::string short_hash(const std::string& h) { return h.substr(0, 16); }
 
-// The launch metadata of a cache hit, rebuilt without LLVM: plan_forward is the template's
-// limit check and layout (microseconds), and the entry name carries the kernel key.
-CompiledKernel describe_hit(const AttentionSpec& spec, const TileConfig& config, const std::string& reason,
-                            const std::string& arch, const autotune::KernelArtifacts& a) {
-  ForwardPlan plan = plan_forward(spec, config, reason, arch);
-  CompiledKernel out;
-  out.arch = arch;
-  out.config = config;
-  out.config_reason = reason;
-  out.key = a.entry.rfind(kEntryPrefix, 0) == 0 ? a.entry.substr(std::string(kEntryPrefix).size()) : a.entry;
-  plan.entry = a.entry;
-  record_plan(plan, out);
-  out.ptx = a.ptx;
-  if (out.threads != a.threads || out.shared_bytes != a.shared_bytes)
-    throw Error(ErrorKind::internal, "internal error: compile cache entry for " + out.key + " says " +
-                                         std::to_string(a.threads) + " threads / " + std::to_string(a.shared_bytes) +
-                                         " B shared, the template says " + std::to_string(out.threads) + " / " +
-                                         std::to_string(out.shared_bytes) +
-                                         " (a template change without a kTemplateVersion bump: a flashjit bug)");
-  return out;
-}
-
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   if (from.empty()) return;
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
@@ -74,54 +39,23 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 
 }  // namespace
 
-void set_cache_root(const std::string& root) {
-  std::lock_guard<std::mutex> lock(root_mu);
-  root_override() = root;
-}
-
-std::string cache_root() {
-  {
-    std::lock_guard<std::mutex> lock(root_mu);
-    if (!root_override().empty()) return root_override();
-  }
-  return flashjit::cache_dir();
-}
-
 uint64_t compile_cache_max_bytes() {
   const std::string& v = knob::get("FLASHJIT_CACHE_MAX_BYTES");
   return v.empty() ? autotune::kDefaultCompileCacheBytes : autotune::parse_byte_size(v, "FLASHJIT_CACHE_MAX_BYTES");
 }
 
-const char* template_version_if_known() { return flashjit::template_version(); }
-
-std::string compile_cache_key(const AttentionSpec& spec, const TileConfig& config, const std::string& arch,
-                              int driver_version) {
-  const char* tv = template_version_if_known();
-  AttentionSpec unnamed = spec;
-  unnamed.name.clear();  // names are for people; kernel_key ignores them too
-  const VersionInfo v = versions();
-  // One "name=value" per line; the spec's canonical YAML last (it spans lines).
-  return "flashjit=" + v.flashjit + "\ncache_format=" + std::to_string(autotune::kCompileCacheFormatVersion) +
-         "\nllvm=" + v.llvm + "\nptx_isa=" + codegen::ptx_isa_version(arch) + "\narch=" + arch +
-         "\ndriver=" + std::to_string(driver_version) + "\ntemplate=" + (tv ? tv : "?") +
-         "\nconfig=" + config.str() + "\nknobs=FLASHJIT_MMA:" + mma_kind(config, arch) + "\nspec:\n" + unnamed.canonical();
+std::string compile_cache_key(const KernelKey& key, int driver_version) {
+  return "driver=" + std::to_string(driver_version) + "\n" + key.text;
 }
 
-KernelBuild build_kernel(const AttentionSpec& spec, const CompileOptions& options, const KernelCacheSettings& settings,
+KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stages, const KernelCacheSettings& settings,
                          const Linker& link) {
-  if (options.arch.empty())
-    throw Error(ErrorKind::internal, "internal error: build_kernel needs CompileOptions::arch (a flashjit bug)");
   Counters& n = counters();
   KernelBuild b;
-  std::string reason = "given by the caller";
-  const TileConfig config = options.config ? *options.config : heuristic_config(spec, options.arch, &reason);
-  CompileOptions opts = options;
-  opts.config = config;  // the same config compile_to_ptx would pick, fixed so key and code agree
-  opts.keep_llvm_ir = opts.keep_llvm_ir.value_or(false);  // a runtime kernel needs the PTX, not the IR text
+  const std::string config = planned.config.str();
   auto compile = [&] {
     ++n.llvm_compiles;
-    b.compiled = compile_to_ptx(spec, opts);
-    b.compiled.config_reason = reason;
+    b.compiled = compile_planned(planned, stages);
     if (link) {
       LinkResult l = link(b.compiled);
       b.cubin = std::move(l.cubin);
@@ -133,23 +67,21 @@ KernelBuild build_kernel(const AttentionSpec& spec, const CompileOptions& option
 
   // When the cache must not be used, and why (said at info level: never silently).
   std::string bypass;
-  const std::string override_dir = options.override_dir ? *options.override_dir : knob::get("FLASHJIT_OVERRIDE_DIR");
   if (!settings.enabled) bypass = "disabled by the caller";
-  else if (!override_dir.empty()) bypass = "FLASHJIT_OVERRIDE_DIR is set (stage files may replace generated code)";
-  else if (!template_version_if_known()) bypass = "the template version is unknown (runtime/INTEGRATION.md edit 1 not applied)";
+  else if (!stages.override_dir.empty()) bypass = "FLASHJIT_OVERRIDE_DIR is set (stage files may replace generated code)";
   if (!bypass.empty()) {
     ++n.bypasses;
-    log::info("compile cache bypassed for " + spec.name + " " + config.str() + ": " + bypass);
+    log::info("compile cache bypassed for " + planned.spec->spec.name + " " + config + ": " + bypass);
     compile();
     b.cache_status = "bypassed: " + bypass;
     return b;
   }
 
-  b.key_text = compile_cache_key(spec, config, options.arch, settings.driver_version);
+  b.key_text = compile_cache_key(planned.key, settings.driver_version);
   b.key_hash = autotune::CompileCache::hash_key(b.key_text);
   std::optional<autotune::CompileCache> cache;
   try {
-    cache.emplace(settings.root.empty() ? cache_root() : settings.root,
+    cache.emplace(settings.root.empty() ? cache_dir() : settings.root,
                   settings.max_bytes ? *settings.max_bytes : compile_cache_max_bytes());
   } catch (const std::exception& e) {
     log::warn(std::string("compile cache unavailable, compiling without it: ") + e.what());
@@ -159,19 +91,26 @@ KernelBuild build_kernel(const AttentionSpec& spec, const CompileOptions& option
     return b;
   }
 
-  const std::string dump_dir = options.dump_dir ? *options.dump_dir : knob::get("FLASHJIT_DUMP_DIR");
-  const bool read = dump_dir.empty();  // a dump wants every stage: compile, but still store
+  const bool read = stages.dump_dir.empty();  // a dump wants every stage: compile, but still store
   const auto t0 = std::chrono::steady_clock::now();
   if (read) {
     if (std::optional<autotune::KernelArtifacts> a = cache->get(b.key_text)) {
-      b.compiled = describe_hit(spec, config, reason, options.arch, *a);
+      b.compiled = planned.describe();
+      if (b.compiled.entry != a->entry || b.compiled.threads != a->threads || b.compiled.shared_bytes != a->shared_bytes)
+        throw Error(ErrorKind::internal, "internal error: compile cache entry " + b.key_hash + " holds " + a->entry + " (" +
+                                             std::to_string(a->threads) + " threads, " + std::to_string(a->shared_bytes) +
+                                             " B shared) where the plan says " + b.compiled.entry + " (" +
+                                             std::to_string(b.compiled.threads) + ", " +
+                                             std::to_string(b.compiled.shared_bytes) + "): a template changed "
+                                             "without a version bump (a flashjit bug)");
+      b.compiled.ptx = a->ptx;
       b.cubin = std::move(a->cubin);
       b.registers = a->registers;
       b.spill_bytes = a->spill_bytes;
       b.cache_hit = true;
       ++n.hits;
       b.cache_status = "hit " + short_hash(b.key_hash);
-      log::debug("compile cache hit " + b.key_hash + " (" + b.compiled.key + " " + config.str() + ", " +
+      log::debug("compile cache hit " + b.key_hash + " (" + b.compiled.key + " " + config + ", " +
                  std::to_string(ms_since(t0)) + " ms)");
       if (!b.cubin.empty() || !link) return b;
       // Stored compile-only (no cubin): link now and complete the entry.
@@ -210,7 +149,7 @@ KernelBuild build_kernel(const AttentionSpec& spec, const CompileOptions& option
   stored ? ++n.stores : ++n.store_failures;
   b.cache_status = std::string(read ? "miss" : "read skipped (FLASHJIT_DUMP_DIR is set)") +
                    (stored ? ", stored " : ", not stored ") + short_hash(b.key_hash);
-  log::debug("compile cache " + b.cache_status + " (" + b.compiled.key + " " + config.str() + ")");
+  log::debug("compile cache " + b.cache_status + " (" + b.compiled.key + " " + config + ")");
   return b;
 }
 
@@ -261,10 +200,8 @@ void unload_module(const Context& ctx, LoadedModule& loaded) {
   loaded.function = loaded.map_function = nullptr;
 }
 
-CompiledModule compile_and_load(const Context& ctx, const AttentionSpec& spec, const CompileOptions& options) {
+CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned, const StageOptions& stages) {
   const DeviceInfo& info = ctx.info;
-  CompileOptions opts = options;
-  if (opts.arch.empty()) opts.arch = info.arch();
   ContextGuard guard(ctx);
   const cu::Driver& d = cu::driver();
   CompiledModule m;
@@ -285,7 +222,7 @@ CompiledModule compile_and_load(const Context& ctx, const AttentionSpec& spec, c
   };
   KernelCacheSettings settings;
   settings.driver_version = info.driver_version;
-  KernelBuild b = build_kernel(spec, opts, settings, link);
+  KernelBuild b = build_kernel(planned, stages, settings, link);
   m.compiled = std::move(b.compiled);
   m.cache_hit = b.cache_hit;
   m.cache_status = b.cache_status;
@@ -305,7 +242,7 @@ CompiledModule compile_and_load(const Context& ctx, const AttentionSpec& spec, c
               "cuFuncGetAttribute");
     cu::check(d.cuFuncGetAttribute(&m.spill_bytes, cu::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, m.loaded.function),
               "cuFuncGetAttribute");
-    if (std::string dir = opts.dump_dir ? *opts.dump_dir : knob::get("FLASHJIT_DUMP_DIR"); !dir.empty()) {
+    if (const std::string& dir = stages.dump_dir; !dir.empty()) {
       write_file_atomic(dir + "/" + m.compiled.key + "/cubin.cubin", m.loaded.cubin);
       write_file_atomic(dir + "/" + m.compiled.key + "/module.txt", m.loaded.jit_log + "\n");
     }
@@ -331,4 +268,31 @@ std::string binary_fingerprint(const std::string& cubin, const CompiledKernel& c
 }
 
 }  // namespace rt
+
+namespace {
+
+std::mutex dir_mu;
+std::string& dir_override() {
+  static std::string dir;
+  return dir;
+}
+
+}  // namespace
+
+void set_cache_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(dir_mu);
+  dir_override() = dir;
+}
+
+std::string cache_dir() {
+  {
+    std::lock_guard<std::mutex> lock(dir_mu);
+    if (!dir_override().empty()) return dir_override();
+  }
+  if (const std::string& v = knob::get("FLASHJIT_CACHE_DIR"); !v.empty()) return v;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/flashjit";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/flashjit";
+  return ".flashjit-cache";
+}
+
 }  // namespace flashjit

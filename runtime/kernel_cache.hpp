@@ -1,7 +1,7 @@
-// The compile cache in the compile path (issue 5, DESIGN §6): spec + tile config + device →
-// PTX + cubin + launch metadata, from <cache_dir>/kernels/ when the key matches (LLVM does not run),
-// else compiled (LLVM → PTX, then the driver's cuLink → cubin) and stored. Runtime::compile and the
-// autotuner both come through here; autotune/compile_cache.hpp is the storage underneath.
+// The compile cache in the compile path: a planned kernel + device → PTX + cubin + launch
+// metadata, from <cache_dir>/kernels/ when the key matches (LLVM does not run), else compiled
+// (LLVM → PTX, then the driver's cuLink → cubin) and stored. Runtime::compile and the autotuner
+// both come through here; autotune/compile_cache.hpp is the storage underneath.
 #pragma once
 
 #include <cstdint>
@@ -10,32 +10,20 @@
 #include <optional>
 #include <string>
 
+#include "compiler/pipeline.hpp"
 #include "flashjit/flashjit.hpp"
 #include "runtime/context.hpp"
 #include "runtime/module.hpp"
 
 namespace flashjit::rt {
 
-// ---- where the caches live -----------------------------------------------------------------------
-
-// A process-wide replacement for the cache root (tests, embedders that manage their own folders);
-// "" restores the default, flashjit::cache_dir() (FLASHJIT_CACHE_DIR, XDG, ~/.cache). Knobs are read
-// once per process, so this is the way to point one process at another folder after start-up.
-FLASHJIT_API void set_cache_root(const std::string& root);
-// The override when set, else flashjit::cache_dir().
-FLASHJIT_API std::string cache_root();
 // FLASHJIT_CACHE_MAX_BYTES parsed (Error(usage) naming the knob when it is not a size).
-FLASHJIT_API uint64_t compile_cache_max_bytes();
-
-// The template version of compiler/pipeline.cpp (kTemplateVersion), part of every cache key; null
-// while the INTEGRATION.md edit that exports it is not applied, and then the cache is bypassed
-// (a key without it would survive template changes and serve stale code).
-FLASHJIT_API const char* template_version_if_known();
+uint64_t compile_cache_max_bytes();
 
 // ---- the compile step with the cache -------------------------------------------------------------
 
 struct KernelCacheSettings {
-  std::string root;                   // "" → cache_root()
+  std::string root;                   // "" → cache_dir()
   std::optional<uint64_t> max_bytes;  // empty → FLASHJIT_CACHE_MAX_BYTES
   int driver_version = 0;             // part of the key; 0 = no driver (entries hold PTX only)
   bool enabled = true;                // false: compile, never read or write the cache
@@ -60,25 +48,21 @@ struct KernelBuild {
   std::string cache_status; // "hit <hash>", "miss, stored <hash>", "bypassed: FLASHJIT_OVERRIDE_DIR is set", ...
 };
 
-// The compile cache key text: flashjit version, cache format, LLVM and PTX ISA versions, arch,
-// driver version, canonical spec (name cleared: names do not change code), tile config, template
-// version. Code-changing knobs: none today (FLASHJIT_OVERRIDE_DIR bypasses the cache instead).
-FLASHJIT_API std::string compile_cache_key(const AttentionSpec& spec, const TileConfig& config, const std::string& arch,
-                                           int driver_version);
+// The compile cache key text: the kernel key (compiler/kernel_key.hpp) and the driver version
+// (the cubin is the driver's). FLASHJIT_OVERRIDE_DIR bypasses the cache instead of keying it.
+std::string compile_cache_key(const KernelKey& key, int driver_version);
 
-// Compiles `spec` with `options` (options.arch must be set; options.config empty → the heuristic),
-// through the cache. Bypasses it (info log, says why) when an override dir is set or the template
-// version is unknown; skips the read (still stores) when a dump dir is set, so the stages get
-// dumped. A hit whose cubin is empty (stored compile-only) is linked now and rewritten. A failed
-// cache write is a warning. Errors of the compile itself (Error(spec) for an illegal config, ...)
-// propagate unchanged.
-FLASHJIT_API KernelBuild build_kernel(const AttentionSpec& spec, const CompileOptions& options,
-                                      const KernelCacheSettings& settings, const Linker& link);
+// Compiles a planned kernel through the cache. Bypasses it (info log, says why) when an override
+// dir is set; skips the read (still stores) when a dump dir is set, so the stages get dumped. A
+// hit whose cubin is empty (stored compile-only) is linked now and rewritten. A failed cache
+// write is a warning. Errors of the compile itself propagate unchanged.
+KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stages, const KernelCacheSettings& settings,
+                         const Linker& link);
 
 // Process-wide counters (tests, `flashjit info`, the docs' "what a user sees").
 struct KernelCacheCounters {
   uint64_t hits = 0, misses = 0, stores = 0, store_failures = 0, bypasses = 0;
-  uint64_t llvm_compiles = 0;  // compile_to_ptx calls made by build_kernel
+  uint64_t llvm_compiles = 0;  // compiles (LLVM runs) made by build_kernel
 };
 FLASHJIT_API KernelCacheCounters kernel_cache_counters();
 
@@ -96,9 +80,8 @@ struct CompiledModule {
 
 // Runtime::compile's work: compile (cache) → shared-memory check against the device's opt-in limit
 // (Error(spec)) → load → MAX_DYNAMIC_SHARED_SIZE_BYTES when over 48 KB → registers/spills → the
-// dump dir's cubin/module.txt → an info log line. Pushes `ctx` itself. `options.arch` empty → the
-// device's.
-CompiledModule compile_and_load(const Context& ctx, const AttentionSpec& spec, const CompileOptions& options);
+// dump dir's cubin/module.txt → an info log line. Pushes `ctx` itself.
+CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned, const StageOptions& stages);
 // cuModuleUnload in `ctx`; never throws (failures only leak).
 void unload_module(const Context& ctx, LoadedModule& loaded);
 

@@ -41,7 +41,8 @@ std::string names_of(const std::vector<std::string>& v) {
 
 }  // namespace
 
-void pack_forward(const dsl::Spec& spec, const dsl::KvRange* range, const ForwardArgs& a, ForwardLaunch& out) {
+void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLaunch& out) {
+  const dsl::Spec& spec = analyzed.dsl;
   constexpr int64_t kMaxGrid = 65535;  // gridDim.y/z limit (CUDA Programming Guide, Table 21)
   constexpr int64_t kMaxSeq = std::numeric_limits<int32_t>::max();
   if (a.batch < 0 || a.seq_q < 0 || a.seq_kv < 0) bad("batch, seq_q and seq_kv must be >= 0");
@@ -150,7 +151,7 @@ void pack_forward(const dsl::Spec& spec, const dsl::KvRange* range, const Forwar
 
   // The closed-form kv range holds while the mask's i32 arithmetic cannot wrap.
   p.range_ok = 1;
-  if (range) {
+  if (const dsl::KvRange* range = analyzed.mask ? &analyzed.kv_range : nullptr) {
     dsl::SymbolValues sv;
     sv.seq_q = a.seq_q;
     sv.seq_kv = a.seq_kv;

@@ -4,10 +4,9 @@
 
 #include <vector>
 
-#include "compiler/dsl/kv_range.hpp"
-#include "compiler/dsl/spec.hpp"
+#include "compiler/analyzed_spec.hpp"
 #include "flashjit/flashjit.hpp"
-#include "templates/forward_abi.hpp"
+#include "templates/common/forward_abi.hpp"
 
 namespace flashjit::rt {
 
@@ -18,9 +17,9 @@ struct ForwardLaunch {
   std::vector<void*> slots;  // kernelParams for cuLaunchKernel; points into this object
 };
 
-// Throws Error(usage) naming the offending argument and what is allowed. `range` is the mask's
-// closed form (null without a mask): when its i32 arithmetic could wrap at these sizes, the
-// kernel is told to visit every key instead.
-void pack_forward(const dsl::Spec& spec, const dsl::KvRange* range, const ForwardArgs& a, ForwardLaunch& out);
+// Throws Error(usage) naming the offending argument and what is allowed. When the i32 arithmetic
+// of the mask's closed-form kv range could wrap at these sizes, the kernel is told to visit every
+// key instead.
+void pack_forward(const AnalyzedSpec& spec, const ForwardArgs& a, ForwardLaunch& out);
 
 }  // namespace flashjit::rt

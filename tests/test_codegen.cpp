@@ -51,7 +51,7 @@ TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry"
   CompiledKernel k = compile_to_ptx(default_spec());
   std::vector<std::string> names;
   for (auto& s : k.stages) names.push_back(s.name);
-  CHECK(names == std::vector<std::string>{"spec", "check", "instantiate", "llvm-ir", "opt", "ptx"});
+  CHECK(names == std::vector<std::string>{"spec", "analyze", "plan", "llvm-ir", "opt", "ptx"});
   CHECK_THAT(k.ptx, Catch::Contains(".visible .entry " + k.entry));
   CHECK_THAT(k.ptx, Catch::Contains(".target sm_90a"));
   CHECK_THAT(k.ptx, Catch::Contains(".version 8.0"));
@@ -151,7 +151,7 @@ TEST_CASE("codegen: FLASHJIT_DUMP_DIR receives every stage", "[codegen]") {
   CompileOptions o;
   o.dump_dir = dir.path;
   CompiledKernel k = compile_to_ptx(make(DType::f16, 80, "causal"), o);
-  for (const char* f : {"spec.txt", "check.txt", "instantiate.txt", "llvm-ir.ll", "opt.ll", "ptx.ptx"})
+  for (const char* f : {"spec.txt", "analyze.txt", "plan.txt", "llvm-ir.ll", "opt.ll", "ptx.ptx"})
     CHECK(std::filesystem::exists(dir.path + "/" + k.key + "/" + f));
   std::ifstream ptx(dir.path + "/" + k.key + "/ptx.ptx");
   std::string text((std::istreambuf_iterator<char>(ptx)), {});

@@ -1,18 +1,151 @@
-// Thin adapter: the logic (argument parsing, tuning, summary table) is rt::run_tune_command in
-// runtime/tuner.cpp, exported from libflashjit.so so that tests call it without a process.
+// `flashjit tune SPEC --shapes BxHxSqxSkv,...`: autotune and store, on the public tuning API.
 #include "tools/cli_tune.hpp"
 
+#include <cstdio>
+#include <iomanip>
 #include <iostream>
-#include <string>
-#include <vector>
+#include <sstream>
 
-#include "runtime/tuner.hpp"
+#include "flashjit/tuning.hpp"
+#include "tools/cli.hpp"
 
 namespace flashjit::cli {
 
+namespace {
+
+const char* kTuneHelp =
+    "usage: flashjit tune SPEC --shapes BxHxSqxSkv[,...] [--mode quick|full] [--deadline S] [--json] [--device N]\n"
+    "Autotunes the tile config of SPEC for each shape (batch x heads x seq_q x seq_kv) on this GPU and\n"
+    "stores the winners in the tuning cache (`flashjit cache list` shows them); Kernel::forward then uses\n"
+    "them for every shape of the same bucket (sequence lengths and batch*heads rounded up to powers of two).\n"
+    "--mode: quick (the heuristic's neighbourhood, ~6 configs; default unless FLASHJIT_AUTOTUNE=full) or\n"
+    "full (the whole pruned space). --deadline S: stop timing a shape after S seconds, best so far wins.\n"
+    "Progress lines go to stderr; the summary (tuned vs heuristic default) to stdout, as JSON with --json.\n"
+    "Exit codes: 0 ok, 1 a shape had no working config, 2 usage or spec error, 69 no GPU, 70 internal error.\n";
+
+std::string ms3(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", ms);
+  return buf;
+}
+
+void print_table(std::ostream& out, const std::vector<TuneReport>& reports) {
+  out << std::left << std::setw(22) << "shape" << std::setw(34) << "bucket" << std::setw(18) << "tuned" << std::setw(20)
+      << "median [p20,p80] ms" << std::setw(20) << "  heuristic" << std::setw(10) << "ms" << "speedup\n";
+  for (const TuneReport& r : reports) {
+    const ProblemShape& s = r.shape;
+    const std::string shape = std::to_string(s.batch) + "x" + std::to_string(s.heads_q) + "x" + std::to_string(s.seq_q) +
+                              "x" + std::to_string(s.seq_kv);
+    out << std::setw(22) << shape << std::setw(34) << r.bucket;
+    if (r.found)
+      out << std::setw(18) << r.best.str() << std::setw(20)
+          << (ms3(r.median_ms) + " [" + ms3(r.p20_ms) + "," + ms3(r.p80_ms) + "]");
+    else
+      out << std::setw(18) << "(none worked)" << std::setw(20) << "-";
+    out << "  " << std::setw(18) << r.heuristic.str() << std::setw(10)
+        << (r.heuristic_ms >= 0 ? ms3(r.heuristic_ms) : std::string("-"));
+    if (r.found && r.heuristic_ms >= 0) {
+      char x[32];
+      std::snprintf(x, sizeof x, "%.2fx", r.heuristic_ms / r.median_ms);
+      out << x;
+    } else {
+      out << "-";
+    }
+    out << (r.found && !r.stored ? "  (not stored: " + r.store_error + ")" : "") << "\n";
+  }
+}
+
+}  // namespace
+
+std::vector<ProblemShape> parse_tune_shapes(const std::string& text) {
+  std::vector<ProblemShape> out;
+  std::string t = text;
+  for (size_t at; (at = t.find("\xC3\x97")) != std::string::npos;) t.replace(at, 2, "x");  // ×
+  std::vector<std::string> list;
+  for (size_t from = 0;;) {  // split by ',' keeping empty items (",," and a trailing ',' are errors)
+    size_t comma = t.find(',', from);
+    list.push_back(t.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  for (const std::string& item : list) {
+    int64_t v[4] = {};
+    int n = 0;
+    std::stringstream parts(item);
+    bool ok = !item.empty();
+    for (std::string p; ok && std::getline(parts, p, 'x');) {
+      char* end = nullptr;
+      long long x = std::strtoll(p.c_str(), &end, 10);
+      ok = !p.empty() && *end == '\0' && x > 0 && n < 4;
+      if (ok) v[n++] = x;
+    }
+    if (!ok || n != 4)
+      throw Error(ErrorKind::usage, "--shapes: '" + item + "' is not BxHxSqxSkv (four positive integers, e.g. 4x16x4096x4096)");
+    ProblemShape s;
+    s.batch = v[0];
+    s.heads_q = s.heads_kv = v[1];
+    s.seq_q = v[2];
+    s.seq_kv = v[3];
+    out.push_back(s);
+  }
+  if (out.empty()) throw Error(ErrorKind::usage, "--shapes needs at least one BxHxSqxSkv");
+  return out;
+}
+
 int cmd_tune(int argc, char** argv) {
-  std::vector<std::string> args(argv + 2, argv + argc);
-  return rt::run_tune_command(args, std::cout, std::cerr);
+  Args a = parse_args(argc, argv, 2, {"--shapes", "--mode", "--deadline", "--device"}, {"--json", "--help", "-h"});
+  if (a.has("--help") || a.has("-h")) {
+    std::cout << kTuneHelp;
+    return kOk;
+  }
+  if (a.positional.size() > 1) throw Error(ErrorKind::usage, "tune takes one SPEC file");
+  if (a.positional.empty()) throw Error(ErrorKind::usage, "missing SPEC (a YAML spec file)");
+  if (!a.get("--shapes")) throw Error(ErrorKind::usage, "missing --shapes BxHxSqxSkv[,...]");
+  const std::vector<ProblemShape> shapes = parse_tune_shapes(*a.get("--shapes"));
+  TuneOptions options;
+  if (auto m = a.get("--mode")) {
+    if (*m == "off") throw Error(ErrorKind::usage, "--mode off tunes nothing; use quick or full");
+    if (*m != "quick" && *m != "full") throw Error(ErrorKind::usage, "--mode '" + *m + "' is not allowed; use quick or full");
+    options.mode = *m;
+  }
+  if (auto d = a.get("--deadline")) {
+    char* end = nullptr;
+    double s = std::strtod(d->c_str(), &end);
+    if (d->empty() || *end != '\0' || !(s > 0))
+      throw Error(ErrorKind::usage, "--deadline expects a positive number of seconds, got '" + *d + "'");
+    options.deadline_s = s;
+  }
+  const int device = static_cast<int>(a.get_int("--device", 0));
+  // The spec first: its errors are exit 2 with or without a GPU.
+  AttentionSpec spec = load_spec_arg(a.positional[0]);
+  spec.validate();
+  std::optional<Runtime> rt;
+  try {
+    rt = Runtime::create(device);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::no_gpu) throw;
+    std::cerr << "flashjit tune: " << e.what() << "\nflashjit tune: nothing ran (exit 69: no GPU driver or device); the spec "
+              << a.positional[0] << " is valid, " << shapes.size() << " shape(s) were not tuned\n";
+    return kNoGpu;
+  }
+  const DeviceInfo& info = rt->device();
+  std::cerr << "tuning " << (spec.name.empty() ? a.positional[0] : spec.name) << " on " << info.name << " ("
+            << info.arch() << ", driver " << info.driver_version << "), " << shapes.size() << " shape(s); cache "
+            << cache_dir() << "\n";
+  options.progress = &std::cerr;
+  std::vector<TuneReport> reports;
+  bool all_ok = true;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const ProblemShape& s = shapes[i];
+    std::cerr << "shape " << (i + 1) << "/" << shapes.size() << ": " << s.batch << "x" << s.heads_q << "x" << s.seq_q
+              << "x" << s.seq_kv << "\n";
+    reports.push_back(tune(*rt, spec, s, options));
+    std::cerr << "  " << reports.back().summary << "\n";
+    all_ok = all_ok && reports.back().found;
+  }
+  if (a.has("--json")) std::cout << tune_reports_json(reports);
+  else print_table(std::cout, reports);
+  return all_ok ? kOk : kFailure;
 }
 
 }  // namespace flashjit::cli

@@ -16,6 +16,7 @@ set(FLASHJIT_DSL_SOURCES
   ${CMAKE_SOURCE_DIR}/compiler/dsl/affine.cpp
   ${CMAKE_SOURCE_DIR}/compiler/dsl/classify.cpp
   ${CMAKE_SOURCE_DIR}/compiler/dsl/kv_range.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/transpose.cpp
   ${CMAKE_SOURCE_DIR}/compiler/dsl/simplify.cpp
   ${CMAKE_SOURCE_DIR}/compiler/dsl/derivative.cpp
   ${CMAKE_SOURCE_DIR}/compiler/dsl/spec.cpp

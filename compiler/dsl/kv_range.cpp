@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "compiler/dsl/desugar.hpp"
 #include "compiler/dsl/interval.hpp"
+#include "compiler/dsl/transpose.hpp"
 
 namespace flashjit::dsl {
 
@@ -179,6 +181,20 @@ KvRange derive_kv_range(const ExprPtr& mask, const std::vector<TensorDecl>* tens
   return r;
 }
 
+KvRange derive_q_range(const ExprPtr& mask, const std::vector<TensorDecl>* tensors) {
+  return derive_kv_range(transpose_mask(desugar(mask, tensors)), tensors);
+}
+
+SymbolValues swapped_sizes(const SymbolValues& values) {
+  SymbolValues v = values;
+  std::swap(v.seq_q, v.seq_kv);
+  return v;
+}
+
+TileKvRange eval_q_range(const KvRange& q_range, int64_t kv0, int64_t kv1, const SymbolValues& values) {
+  return eval_kv_range(q_range, kv0, kv1, swapped_sizes(values));
+}
+
 TileKvRange eval_kv_range(const KvRange& r, int64_t q0, int64_t q1, const SymbolValues& values) {
   TileKvRange t;
   const int64_t seq_kv = values.seq_kv.value_or(0);
@@ -240,28 +256,57 @@ bool kv_range_may_overflow(const KvRange& r, const SymbolValues& values, const s
 }
 
 namespace {
-std::string band_text(const KvBand& b, const std::vector<Param>* params) {
+
+// A transposed range's form in the mask's own names: q and kv, seq_q and seq_kv exchanged back.
+LinearForm untransposed(const LinearForm& f) {
+  auto back = [](Sym s) {
+    switch (s) {
+      case Sym::Q: return Sym::Kv;
+      case Sym::Kv: return Sym::Q;
+      case Sym::SeqQ: return Sym::SeqKv;
+      case Sym::SeqKv: return Sym::SeqQ;
+      default: return s;
+    }
+  };
+  LinearForm out;
+  out.c = f.c;
+  for (const auto& [s, k] : f.coeff) out.coeff[back(s)] = k;
+  return out;
+}
+
+std::string band_text(const KvBand& b, const std::vector<Param>* params, bool transposed) {
+  auto text = [&](const LinearForm& f) { return (transposed ? untransposed(f) : f).to_string(params); };
   auto list = [&](const std::vector<LinearForm>& v, const char* fn, const char* none) {
     if (v.empty()) return std::string(none);
-    if (v.size() == 1) return v[0].to_string(params);
+    if (v.size() == 1) return text(v[0]);
     std::string s = std::string(fn) + "(";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i].to_string(params);
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + text(v[i]);
     return s + ")";
   };
-  std::string s = "kv in [" + list(b.lower, "max", "0") + ", " + list(b.upper, "min", "seq_kv - 1") + "]";
-  for (const auto& g : b.guards) s += " if " + g.to_string(params) + " >= 0";
+  std::string s = std::string(transposed ? "q" : "kv") + " in [" + list(b.lower, "max", "0") + ", " +
+                  list(b.upper, "min", transposed ? "seq_q - 1" : "seq_kv - 1") + "]";
+  for (const auto& g : b.guards) s += " if " + text(g) + " >= 0";
   return s;
 }
-}  // namespace
 
-std::string describe_kv_range(const KvRange& r, const std::vector<Param>* params) {
+std::string describe_range(const KvRange& r, const std::vector<Param>* params, bool transposed) {
   auto many = [&](const std::vector<KvBand>& bs) {
     if (bs.empty()) return std::string("none");
     std::string s;
-    for (size_t i = 0; i < bs.size(); ++i) s += (i ? " or " : "") + band_text(bs[i], params);
+    for (size_t i = 0; i < bs.size(); ++i) s += (i ? " or " : "") + band_text(bs[i], params, transposed);
     return s;
   };
   return std::string(r.exact ? "exact" : "bounds") + "; visit: " + many(r.visit) + "; full: " + many(r.full);
+}
+
+}  // namespace
+
+std::string describe_kv_range(const KvRange& r, const std::vector<Param>* params) {
+  return describe_range(r, params, false);
+}
+
+std::string describe_q_range(const KvRange& q_range, const std::vector<Param>* params) {
+  return describe_range(q_range, params, true);
 }
 
 }  // namespace flashjit::dsl

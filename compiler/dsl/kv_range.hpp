@@ -61,11 +61,25 @@ KvRange derive_kv_range(const ExprPtr& mask, const std::vector<TensorDecl>* tens
 // unknown: visit everything it could cover, full nothing).
 TileKvRange eval_kv_range(const KvRange& r, int64_t q0, int64_t q1, const SymbolValues& values);
 
+// The transposed range: per key tile, the queries to visit and those that see every key of the
+// tile — what the backward's dK/dV walk needs (FlashAttention-2, Algorithm 2; FlexAttention's
+// q_indices). It is the KvRange of transpose_mask(mask): its forms read kv where the forward's
+// read q, and "seq_kv" in it means seq_q (the exchanged roles). Use eval_q_range, which exchanges
+// the sizes back, and kv_range_may_overflow with swapped_sizes(values).
+KvRange derive_q_range(const ExprPtr& mask, const std::vector<TensorDecl>* tensors = nullptr);
+// For a key tile [kv0, kv1): half-open query ranges within [0, seq_q), with TileKvRange's promises
+// read with q and kv exchanged (visit_* / full_* are query positions).
+TileKvRange eval_q_range(const KvRange& q_range, int64_t kv0, int64_t kv1, const SymbolValues& values);
+// `values` with seq_q and seq_kv exchanged: the symbol values a transposed range is evaluated at.
+SymbolValues swapped_sizes(const SymbolValues& values);
+
 // True when an atom's i32 arithmetic may wrap for some q in [0, seq_q), kv in [0, seq_kv)
 // with these values (then the closed form does not describe the mask).
 bool kv_range_may_overflow(const KvRange& r, const SymbolValues& values, const std::vector<TensorDecl>* tensors = nullptr);
 
 // Human/dump form, e.g. "visit: kv in [q - 256, q]; full: kv in [q1 - 1 - 256, q0]..."
 std::string describe_kv_range(const KvRange& r, const std::vector<Param>* params = nullptr);
+// The same for a transposed range, in the mask's own names: "visit: q in [kv, kv + 256]; ...".
+std::string describe_q_range(const KvRange& q_range, const std::vector<Param>* params = nullptr);
 
 }  // namespace flashjit::dsl

@@ -105,6 +105,9 @@ struct CompileOptions {
   // arch for Runtime::compile (which rejects an arch that differs from its device's).
   std::string arch;
   std::optional<TileConfig> config;      // empty: the heuristic table picks one
+  // Tensor-core instruction: "auto" (wgmma on sm_90a where the tile config allows, else mma.sync)
+  // or "sync" (mma.sync everywhere). Empty: FLASHJIT_MMA.
+  std::optional<std::string> mma;
   std::optional<std::string> dump_dir;       // empty: FLASHJIT_DUMP_DIR
   std::optional<std::string> override_dir;   // empty: FLASHJIT_OVERRIDE_DIR
   // Print the optimised IR into CompiledKernel::llvm_ir (and the IR stages' text). Empty: yes for
@@ -120,7 +123,7 @@ struct CompileOptions {
 
 // One stage's output, as written to FLASHJIT_DUMP_DIR.
 struct StageRecord {
-  std::string name;  // "spec", "check", "instantiate", "llvm-ir", "opt", "ptx"
+  std::string name;  // "spec", "analyze", "plan", "llvm-ir", "opt", "ptx"
   double ms = 0;
   std::string text;  // empty for the IR stages when the IR is not kept (CompileOptions::keep_llvm_ir)
 };
@@ -166,9 +169,16 @@ struct BufferArg {
 };
 
 class BlockMap;
+namespace detail {
+struct Access;  // the runtime's way to build and read its handles; not part of the API
+}  // namespace detail
 
-struct ForwardArgs {
-  int64_t batch = 0, seq_q = 0, seq_kv = 0, heads_q = 0, heads_kv = 0;
+// The sizes of one attention problem. heads_q is a multiple of heads_kv (GQA/MQA).
+struct ProblemShape {
+  int64_t batch = 1, seq_q = 0, seq_kv = 0, heads_q = 1, heads_kv = 1;
+};
+
+struct ForwardArgs : ProblemShape {
   Tensor q, k, v, o;
   float* lse = nullptr;     // [batch, heads_q, seq_q] fp32, natural log; may be null
   float scale = 0.f;        // 0 → 1/sqrt(d_qk)
@@ -213,7 +223,8 @@ class FLASHJIT_API BlockMap {
   std::shared_ptr<Impl> impl_;
 };
 
-// A compiled, loaded kernel: immutable, launchable from several threads at once.
+// A compiled, loaded kernel: immutable, launchable from several threads at once. A default-
+// constructed Kernel is empty: its methods throw Error(usage).
 class FLASHJIT_API Kernel {
  public:
   const AttentionSpec& spec() const;
@@ -228,6 +239,7 @@ class FLASHJIT_API Kernel {
 
  private:
   friend class Runtime;
+  friend struct detail::Access;
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
@@ -270,6 +282,7 @@ class FLASHJIT_API Runtime {
   double time_forward(const Kernel& kernel, const ForwardArgs& args, int warmup = 3, int reps = 20) const;
 
  private:
+  friend struct detail::Access;
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };

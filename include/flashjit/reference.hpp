@@ -21,9 +21,8 @@ struct HostTensor {
 };
 
 // Host tensors in BSHD layout, contiguous: [batch, seq, heads, dim].
-struct Problem {
+struct Problem : ProblemShape {
   AttentionSpec spec;         // dtype, head dims, mask, score, params, tensors
-  int64_t batch = 1, seq_q = 0, seq_kv = 0, heads_q = 1, heads_kv = 1;
   float scale = 0.f;          // 0 → 1/sqrt(d_qk)
   std::vector<uint16_t> q, k, v;
   std::vector<ParamValue> params;    // as passed at launch; the rest take their defaults

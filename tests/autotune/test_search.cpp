@@ -246,15 +246,6 @@ TEST_CASE("search off: no timing, the heuristic default, logged as such", "[auto
   CHECK_THROWS_AS(run_search(SearchSpace{{64}, {}, {4}, {1}}, gpu.options(TuneMode::full), gpu.callbacks()), Error);
 }
 
-TEST_CASE("default search spaces by head dim", "[autotune][search]") {
-  for (int d : {32, 64, 128, 256}) {
-    SearchSpace s = default_search_space(d);
-    CHECK_FALSE(s.block_m.empty());
-    CHECK_FALSE(s.num_stages.empty());
-  }
-  CHECK(default_search_space(256).block_n.back() < default_search_space(64).block_n.back());
-}
-
 TEST_CASE("search JSON is well formed for a typical result", "[autotune][search]") {
   FakeGpu gpu;
   SearchResult r = run_search(kSpace, gpu.options(TuneMode::quick), gpu.callbacks());

@@ -4,7 +4,7 @@
 // (flagging those with all visible). Same mask code as the forward kernel: one semantics.
 #pragma once
 
-#include "templates/forward_plan.hpp"
+#include "templates/fwd/plan.hpp"
 
 namespace llvm {
 class Module;
@@ -13,7 +13,7 @@ class Function;
 
 namespace flashjit {
 
-// Adds kernel `plan.entry + "_blockmap"` with the forward kernel's parameter list and grid.
-llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan);
+// Adds kernel `entry + "_blockmap"` with the forward kernel's parameter list and grid.
+llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan, const std::string& entry);
 
 }  // namespace flashjit

@@ -1,13 +1,14 @@
-#include "templates/kernel_args.hpp"
+#include "templates/common/kernel_args.hpp"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
 
-#include "templates/forward_abi.hpp"
+#include "templates/common/forward_abi.hpp"
 
 namespace flashjit {
 
-llvm::Function* declare_kernel(llvm::Module& m, const ForwardPlan& plan, const std::string& name) {
+llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const LaunchBounds& bounds, bool with_map,
+                               const std::string& name) {
   auto& ctx = m.getContext();
   auto* gptr = llvm::PointerType::get(ctx, 1);
   auto* i32 = llvm::Type::getInt32Ty(ctx);
@@ -16,9 +17,9 @@ llvm::Function* declare_kernel(llvm::Module& m, const ForwardPlan& plan, const s
   for (int i = 0; i < 12; ++i) params[kParamStrides + i] = llvm::Type::getInt64Ty(ctx);
   params[kParamSeqQ] = params[kParamSeqKv] = params[kParamGroup] = params[kParamRangeOk] = i32;
   params[kParamScaleLog2] = llvm::Type::getFloatTy(ctx);
-  for (const dsl::Param& p : plan.dsl.params) params.push_back(p.type == dsl::Type::F32 ? llvm::Type::getFloatTy(ctx) : i32);
-  for (size_t t = 0; t < plan.dsl.tensors.size(); ++t) params.push_back(gptr);
-  if (plan.block_map) {
+  for (const dsl::Param& p : spec.dsl.params) params.push_back(p.type == dsl::Type::F32 ? llvm::Type::getFloatTy(ctx) : i32);
+  for (size_t t = 0; t < spec.dsl.tensors.size(); ++t) params.push_back(gptr);
+  if (with_map) {
     params.push_back(gptr);  // tiles
     params.push_back(gptr);  // counts
   }
@@ -38,15 +39,14 @@ llvm::Function* declare_kernel(llvm::Module& m, const ForwardPlan& plan, const s
                                             llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, value))}));
   };
   note("kernel", 1);
-  note("maxntidx", plan.threads);
-  // .minnctapersm: the occupancy the plan budgets registers for. Left out, ptxas guesses: it
-  // capped a kernel at 168 registers and spilled 16 B (sm_90a, ptxas 13.0) where 1 CTA per SM
-  // was meant, and let a tensor-reading mask take 220 where 3 CTAs fit (docs/perf-notes.md §7).
-  note("minctasm", plan.min_ctas_per_sm);
+  note("maxntidx", bounds.threads);
+  // .minnctapersm: the occupancy the plan budgets registers for. Without it ptxas picks its own
+  // budget, which can cost a CTA per SM or spill (docs/perf-notes.md §7).
+  note("minctasm", bounds.min_ctas_per_sm);
   return fn;
 }
 
-ExprInputs expr_inputs(tile::Emitter& e, const ForwardPlan& plan, llvm::Value* batch, llvm::Value* head,
+ExprInputs expr_inputs(tile::Emitter& e, const AnalyzedSpec& spec, llvm::Value* batch, llvm::Value* head,
                        llvm::Value* head_kv) {
   auto& B = e.b;
   llvm::Function* fn = e.fn;
@@ -59,8 +59,8 @@ ExprInputs expr_inputs(tile::Emitter& e, const ForwardPlan& plan, llvm::Value* b
   ex.heads_q = B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
   llvm::Value* batches = B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z));
   int arg = kParamCount;
-  for (size_t i = 0; i < plan.dsl.params.size(); ++i) ex.params.push_back(fn->getArg(arg++));
-  for (const dsl::TensorDecl& t : plan.dsl.tensors) {
+  for (size_t i = 0; i < spec.dsl.params.size(); ++i) ex.params.push_back(fn->getArg(arg++));
+  for (const dsl::TensorDecl& t : spec.dsl.tensors) {
     ExprInputs::TensorArg ta;
     ta.ptr = fn->getArg(arg++);
     ta.elem = t.elem;
@@ -80,8 +80,7 @@ ExprInputs expr_inputs(tile::Emitter& e, const ForwardPlan& plan, llvm::Value* b
   return ex;
 }
 
-KvBoundsInputs kv_bounds_inputs(tile::Emitter& e, const ForwardPlan& plan, const ExprInputs& ex, llvm::Value* q_first,
-                                llvm::Value* q_last) {
+KvBoundsInputs kv_bounds_inputs(tile::Emitter& e, const ExprInputs& ex, llvm::Value* q_first, llvm::Value* q_last) {
   KvBoundsInputs kb;
   kb.q_first = q_first;
   kb.q_last = q_last;
@@ -95,17 +94,18 @@ KvBoundsInputs kv_bounds_inputs(tile::Emitter& e, const ForwardPlan& plan, const
   return kb;
 }
 
-BlockMapRow block_map_row(tile::Emitter& e, const ForwardPlan& plan, const ExprInputs& ex, llvm::Value* q_tile) {
+BlockMapRow block_map_row(tile::Emitter& e, const BlockMapPolicy& policy, const TileConfig& config, const ExprInputs& ex,
+                          llvm::Value* q_tile) {
   auto& B = e.b;
   llvm::Function* fn = e.fn;
   const unsigned n = fn->arg_size();
   llvm::Value* tiles = fn->getArg(n - 2);
   llvm::Value* counts = fn->getArg(n - 1);
-  const int BM = plan.config.block_m, BN = plan.config.block_n;
+  const int BM = config.block_m, BN = config.block_n;
   llvm::Value* q_tiles = B.CreateUDiv(B.CreateAdd(ex.seq_q, e.c32(BM - 1)), e.c32(BM));
   llvm::Value* kv_tiles = B.CreateUDiv(B.CreateAdd(ex.seq_kv, e.c32(BN - 1)), e.c32(BN));
-  llvm::Value* map = plan.map_per_batch ? ex.b : e.c32(0);
-  if (plan.map_per_head) map = B.CreateAdd(B.CreateMul(map, ex.heads_q), ex.h);
+  llvm::Value* map = policy.per_batch ? ex.b : e.c32(0);
+  if (policy.per_head) map = B.CreateAdd(B.CreateMul(map, ex.heads_q), ex.h);
   llvm::Value* row = B.CreateAdd(B.CreateMul(B.CreateZExt(map, e.i64()), B.CreateZExt(q_tiles, e.i64())),
                                  B.CreateZExt(q_tile, e.i64()));
   return {B.CreateGEP(e.i32(), counts, row),

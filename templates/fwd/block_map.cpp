@@ -1,16 +1,16 @@
-#include "templates/block_map.hpp"
+#include "templates/fwd/block_map.hpp"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
 
 #include "compiler/tile/gpu.hpp"
-#include "templates/forward_abi.hpp"
-#include "templates/kernel_args.hpp"
+#include "templates/common/forward_abi.hpp"
+#include "templates/common/kernel_args.hpp"
 
 namespace flashjit {
 
-llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan) {
-  llvm::Function* fn = declare_kernel(module, plan, plan.entry + "_blockmap");
+llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan, const std::string& entry) {
+  llvm::Function* fn = declare_kernel(module, *plan.spec, {plan.threads, plan.min_ctas_per_sm}, plan.has_map(), entry + "_blockmap");
   tile::Emitter e(module, fn);
   auto& B = e.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e.ctx, "entry", fn));
@@ -22,12 +22,12 @@ llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan) {
   Value* head = tile::block_id(e, 1);   // 0 unless the map is per head
   Value* batch = tile::block_id(e, 2);  // 0 unless the map is per batch
   Value* head_kv = B.CreateUDiv(head, fn->getArg(kParamGroup));
-  ExprInputs ex = expr_inputs(e, plan, batch, head, head_kv);
+  ExprInputs ex = expr_inputs(e, *plan.spec, batch, head, head_kv);
   // Launched on the forward's grid (so gridDim gives heads_q and batch for tensor extents);
   // when the mask depends on neither b nor h, only the (b = 0, h = 0) CTAs build the one map.
   llvm::Value* idle = B.getFalse();
-  if (!plan.map_per_head) idle = B.CreateOr(idle, B.CreateICmpNE(head, e.c32(0)));
-  if (!plan.map_per_batch) idle = B.CreateOr(idle, B.CreateICmpNE(batch, e.c32(0)));
+  if (!plan.spec->block_map.per_head) idle = B.CreateOr(idle, B.CreateICmpNE(head, e.c32(0)));
+  if (!plan.spec->block_map.per_batch) idle = B.CreateOr(idle, B.CreateICmpNE(batch, e.c32(0)));
   llvm::BasicBlock* work = llvm::BasicBlock::Create(e.ctx, "work", fn);
   llvm::BasicBlock* done = llvm::BasicBlock::Create(e.ctx, "idle", fn);
   B.CreateCondBr(idle, done, work);
@@ -38,10 +38,10 @@ llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan) {
   Value* seq_kv = ex.seq_kv;
   Value* q_start = B.CreateMul(q_tile, e.c32(BM));
   Value* q_last = B.CreateSub(B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, seq_q, B.CreateAdd(q_start, e.c32(BM))), e.c32(1));
-  KvBounds bounds = emit_kv_bounds(e, &plan.kv_range, kv_bounds_inputs(e, plan, ex, q_start, q_last));
+  KvBounds bounds = emit_kv_bounds(e, &plan.spec->kv_range, kv_bounds_inputs(e, ex, q_start, q_last));
   Value* first_tile = B.CreateSDiv(bounds.visit_lo, e.c32(BN));
   Value* end_tile = B.CreateSDiv(B.CreateAdd(bounds.visit_hi, e.c32(BN - 1)), e.c32(BN));
-  BlockMapRow row = block_map_row(e, plan, ex, q_tile);
+  BlockMapRow row = block_map_row(e, plan.spec->block_map, plan.config, ex, q_tile);
   Value* zero = e.c32(0);
   Value* is_leader = B.CreateICmpEQ(tid, zero);
   llvm::AllocaInst* count = e.var(e.i32(), "count", zero);
@@ -69,7 +69,7 @@ llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan) {
         ExprInputs at = ex;
         at.q = B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, q, last_q);
         at.kv = B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, kv, last_kv);
-        Value* vis = B.CreateAnd(kv_ok, lower_expr(e, *plan.mask, at));
+        Value* vis = B.CreateAnd(kv_ok, lower_expr(e, *plan.spec->mask, at));
         if (first + T > BM * BN) q_ok = B.CreateAnd(q_ok, B.CreateICmpULT(k, e.c32(BM * BN)));
         a = B.CreateOr(a, B.CreateZExt(B.CreateAnd(q_ok, vis), e.i32()));
         l = B.CreateAnd(l, B.CreateZExt(B.CreateOr(B.CreateNot(q_ok), vis), e.i32()));

@@ -1,4 +1,4 @@
-#include "templates/kv_bounds.hpp"
+#include "templates/common/kv_bounds.hpp"
 
 #include <limits>
 

@@ -10,7 +10,7 @@
 // closed-form kv range (templates/kv_bounds.cpp) gives, per query tile, the tiles to visit —
 // the rest are never loaded — and the tiles that need no mask code; in the others the mask
 // expression runs per element. A score modifier runs on scale·qkᵀ before the softmax.
-#include "templates/attention_fwd.hpp"
+#include "templates/fwd/forward.hpp"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
@@ -25,9 +25,9 @@
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/mma.hpp"
 #include "compiler/tile/wgmma.hpp"
-#include "templates/forward_abi.hpp"
-#include "templates/kernel_args.hpp"
-#include "templates/kv_bounds.hpp"
+#include "templates/common/forward_abi.hpp"
+#include "templates/common/kernel_args.hpp"
+#include "templates/common/kv_bounds.hpp"
 
 namespace flashjit {
 
@@ -163,17 +163,17 @@ Value* quad_sum(Emitter& e, Value* x) {
 
 }  // namespace
 
-llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& plan) {
-  llvm::Function* fn = declare_kernel(module, plan, plan.entry);
+llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& plan, const std::string& entry) {
+  llvm::Function* fn = declare_kernel(module, *plan.spec, {plan.threads, plan.min_ctas_per_sm}, plan.has_map(), entry);
   Emitter e(module, fn);
   auto& B = e.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e.ctx, "entry", fn));
 
-  const int d_qk = plan.spec.head_dim_qk, d_v = plan.spec.head_dim_v;
+  const int d_qk = plan.attention().head_dim_qk, d_v = plan.attention().head_dim_v;
   const int BM = plan.config.block_m, BN = plan.config.block_n, S = plan.config.num_stages;
   // Output n-tiles of 8 columns: pairs load with ldmatrix.x4, an odd last one with .x2.
   const int NT = BN / 8, OT = (d_v + 7) / 8;
-  const DType dt = plan.spec.dtype;
+  const DType dt = plan.attention().dtype;
   auto arg = [&](int i) -> Value* { return fn->getArg(i); };
   Value* strides[4][3];
   for (int t = 0; t < 4; ++t)
@@ -214,18 +214,18 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
   Value* q_start = B.CreateMul(q_tile, e.c32(BM));
   Value* q_last = B.CreateSub(B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, seq_q, B.CreateAdd(q_start, e.c32(BM))), e.c32(1));
 
-  ExprInputs ex = expr_inputs(e, plan, batch, head, head_kv);
+  ExprInputs ex = expr_inputs(e, *plan.spec, batch, head, head_kv);
   Value* heads_q = ex.heads_q;
 
   // Keys to visit and keys needing no mask: the closed form (never a block mask) or, for masks
   // it cannot describe exactly, the list the block-map pre-pass wrote for this query tile.
-  KvBounds bounds = emit_kv_bounds(e, plan.mask ? &plan.kv_range : nullptr, kv_bounds_inputs(e, plan, ex, q_start, q_last));
+  KvBounds bounds = emit_kv_bounds(e, plan.spec->mask ? &plan.spec->kv_range : nullptr, kv_bounds_inputs(e, ex, q_start, q_last));
   Value* first_tile = B.CreateSDiv(bounds.visit_lo, e.c32(BN));
   Value* end_tile = B.CreateSDiv(B.CreateAdd(bounds.visit_hi, e.c32(BN - 1)), e.c32(BN));
   Value* n_tiles = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(end_tile, first_tile), zero);
   Value* tile_list = nullptr;
-  if (plan.block_map) {
-    BlockMapRow row = block_map_row(e, plan, ex, q_tile);
+  if (plan.has_map()) {
+    BlockMapRow row = block_map_row(e, plan.spec->block_map, plan.config, ex, q_tile);
     n_tiles = B.CreateAlignedLoad(e.i32(), row.count, llvm::Align(4));
     tile_list = row.tiles;
   }
@@ -384,7 +384,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
     // Score modifier on scale·qkᵀ; its result goes to the exp2 domain (× log2 e) here, so
     // the softmax below multiplies by 1 instead of scale·log2 e.
     Value* multiplier = scale_log2;
-    if (plan.score) {
+    if (plan.spec->score) {
       Value* scale = B.CreateFMul(scale_log2, e.cf(static_cast<float>(M_LN2)));
       for (int mt = 0; mt < MT; ++mt)
         for (int nt = 0; nt < NT; ++nt)
@@ -393,7 +393,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
             at.q = clamp(row_of(mt, i), last_q);
             at.kv = clamp(key_of(nt, i), last_kv);
             at.score = B.CreateFMul(s[mt][nt][i], scale);
-            s[mt][nt][i] = B.CreateFMul(lower_expr(e, *plan.score, at), e.cf(static_cast<float>(M_LOG2E)));
+            s[mt][nt][i] = B.CreateFMul(lower_expr(e, *plan.spec->score, at), e.cf(static_cast<float>(M_LOG2E)));
           }
       multiplier = e.cf(1.f);
     }
@@ -410,11 +410,11 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
           for (int i = 0; i < 4; ++i) {
             Value* key = key_of(nt, i);
             Value* visible = B.CreateICmpSLT(key, seq_kv);
-            if (plan.mask) {
+            if (plan.spec->mask) {
               ExprInputs at = ex;
               at.q = clamp(row_of(mt, i), last_q);
               at.kv = clamp(key, last_kv);
-              visible = B.CreateAnd(visible, lower_expr(e, *plan.mask, at));
+              visible = B.CreateAnd(visible, lower_expr(e, *plan.spec->mask, at));
             }
             B.CreateStore(B.CreateSelect(visible, B.CreateLoad(e.f32(), sacc[mt][nt][i]), e.neg_inf()), sacc[mt][nt][i]);
           }
@@ -532,7 +532,7 @@ llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& 
         }
         Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e.ctx, 1)));
         e.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4, zero)), "store.lse", [&] {
-          Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, plan.score ? e.cf(1.f) : scale_log2), tile::log2_fast(e, lsum));
+          Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, plan.spec->score ? e.cf(1.f) : scale_log2), tile::log2_fast(e, lsum));
           Value* lse = B.CreateSelect(any, B.CreateFMul(log2_sum, e.cf(static_cast<float>(M_LN2))), e.neg_inf());
           // LSE is [batch, heads_q, seq_q]: index ((b·H + h)·S + q) with H = gridDim.y.
           Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(batch, e.i64()), B.CreateZExt(heads_q, e.i64())),

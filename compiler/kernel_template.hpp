@@ -1,0 +1,79 @@
+// Kernel templates: the families of kernels flashjit generates (forward, its block-map pre-pass;
+// later backward and decode), each registered once by name with its own version. The pipeline
+// (compiler/pipeline.cpp) reaches a template only through this interface.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/analyzed_spec.hpp"
+#include "flashjit/flashjit.hpp"
+
+namespace llvm {
+class Module;
+}  // namespace llvm
+
+namespace flashjit {
+
+// What code is generated for, with every knob already read (at the API boundary, not here).
+struct Target {
+  std::string arch;          // sm_80 | sm_86 | sm_89 | sm_90 | sm_90a
+  bool allow_wgmma = true;   // false: FLASHJIT_MMA=sync (or CompileOptions::mma = "sync")
+};
+
+// A launch's fixed facts, as the runtime needs them.
+struct LaunchFacts {
+  int threads = 0;           // per CTA
+  int shared_bytes = 0;      // dynamic shared memory per CTA
+  bool has_map = false;      // the module also holds entry + "_blockmap", the block-map pre-pass
+  bool map_per_batch = false, map_per_head = false;
+};
+
+// One kernel module, planned: limits checked and every number the code needs decided. Planning
+// is cheap (no parsing, no LLVM): a compile-cache hit plans too, to describe what it loads.
+class KernelPlan {
+ public:
+  virtual ~KernelPlan() = default;
+  // "name@version" of every template whose code the module holds: part of the kernel key.
+  virtual std::vector<std::string> template_versions() const = 0;
+  // What else besides spec, config and arch decides the code (e.g. "wgmma"): part of the key.
+  virtual std::string variant() const = 0;
+  // One line for logs, dumps and CompiledKernel::description.
+  virtual std::string describe() const = 0;
+  virtual LaunchFacts launch() const = 0;
+  // Writes the module's kernels; `entry` names the main one.
+  virtual void emit(llvm::Module& module, const std::string& entry) const = 0;
+};
+
+// The values each tile parameter may take when autotuning; their cross product, filtered by
+// KernelTemplate::check_shape, is the search space.
+struct TileSpace {
+  std::vector<int> block_m, block_n, num_warps, num_stages;
+};
+
+struct KernelTemplate {
+  std::string name;      // "attention_fwd"
+  std::string version;   // bumped whenever the template's generated code changes
+  std::string symbol;    // entry points are "flashjit_<symbol>_<key>"
+  // The tile config when the caller gives none, and why (the heuristic table's row).
+  std::function<TileConfig(const AnalyzedSpec&, const Target&, std::string* reason)> heuristic;
+  // The template's structural rule for a tile config: why it is not a shape the template builds,
+  // or nothing. The autotuner enumerates only configs that pass it.
+  std::function<std::optional<std::string>(const TileConfig&)> check_shape;
+  // The autotuner's space for a spec: the template's defaults, narrowed by the spec's `tune` section.
+  std::function<TileSpace(const AnalyzedSpec&)> search_space;
+  // Plans one kernel; Error(spec) names the limit a config breaks (structural or resources).
+  std::function<std::unique_ptr<KernelPlan>(const AnalyzedSpecPtr&, const TileConfig&, const Target&)> plan;
+};
+
+// Registers a template at static-initialisation time (one `static const bool` per template).
+bool register_template(KernelTemplate t);
+// Error(internal) naming the registered templates when `name` is not one of them.
+const KernelTemplate& find_template(std::string_view name);
+std::vector<const KernelTemplate*> registered_templates();
+
+}  // namespace flashjit

@@ -1,0 +1,158 @@
+#include "runtime/dispatch.hpp"
+
+#include <cstdio>
+#include <iostream>
+
+#include "runtime/tuner.hpp"
+#include "support/log.hpp"
+
+namespace flashjit::rt {
+
+using autotune::TuneMode;
+
+namespace {
+
+std::string ms3(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", ms);
+  return buf;
+}
+
+// Whether `stream` is capturing a CUDA graph. An error (e.g. the legacy stream while another
+// stream captures in global mode) counts as capturing: tuning then would break the capture.
+bool stream_capturing(const Context& ctx, void* stream) {
+  ContextGuard guard(ctx);
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+  return cu::driver().cuStreamIsCapturing(static_cast<cu::CUstream>(stream), &status) != cu::CUDA_SUCCESS || status != 0;
+}
+
+}  // namespace
+
+struct KernelDispatch::Loaded {
+  std::shared_ptr<Context> ctx;
+  CompiledModule m;
+  ~Loaded() { unload_module(*ctx, m.loaded); }
+};
+
+KernelDispatch::KernelDispatch(std::shared_ptr<Context> ctx, KernelSource source, DispatchOptions dispatch,
+                               const CompiledKernel* base, const LoadedModule* base_loaded)
+    : ctx_(std::move(ctx)),
+      source_(std::move(source)),
+      dispatch_(std::move(dispatch)),
+      mode_(tune_mode(dispatch_.autotune)),
+      base_(base),
+      base_loaded_(base_loaded) {
+  if (dispatch_.config_given) base_why_ = "given by the caller";
+  else if (mode_ == TuneMode::off) base_why_ = base_->config_reason + " (autotune off)";
+}
+
+KernelDispatch::~KernelDispatch() = default;
+
+KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
+  // A given config, or autotune off: always the base kernel, no lookup, no lock.
+  if (!base_why_.empty()) return {base_, base_loaded_, &base_why_};
+  const autotune::TuningKey key = tuning_key(*source_.spec, args);
+  const std::string bucket = key.bucket.str();
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (auto it = buckets_.find(bucket); it != buckets_.end()) return it->second;
+  }
+  std::lock_guard<std::mutex> one_at_a_time(tune_mu_);
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (auto it = buckets_.find(bucket); it != buckets_.end()) return it->second;
+  }
+  return choose(args, key);
+}
+
+TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why,
+                                  bool* memoise) const {
+  const std::string bucket = key.bucket.str();
+  const DeviceInfo& info = ctx_->info;
+  if (stream_capturing(*ctx_, args.stream)) {
+    // Tuning synchronises and launches on other streams, and loading a tuned kernel's module may
+    // synchronise: either would invalidate the caller's capture (CUDA Programming Guide, "Prohibited
+    // and Unhandled Operations"). This call runs the already loaded heuristic kernel; the bucket
+    // stays undecided, so the next call outside a capture decides it.
+    *why = base_->config_reason + "; bucket " + bucket + " not decided: the stream is capturing a CUDA graph "
+           "(run one call before capturing, or `flashjit tune`)";
+    log::warn("autotune: " + *why);
+    *memoise = false;
+    return base_->config;
+  }
+  if (std::optional<autotune::TuningEntry> e = lookup_tuning(info, *source_.spec, key)) {
+    *why = "tuned " + e->date + " (" + e->mode + ", " + ms3(e->median_ms) + " ms median for bucket " + bucket + ")";
+    return e->best;
+  }
+  if (!dispatch_.tune_on_first_use) {
+    *why = base_->config_reason + "; no stored tuning for bucket " + bucket + " and tune_on_first_use is off";
+    return base_->config;
+  }
+  try {
+    ContextGuard guard(*ctx_);
+    // The caller's tensors feed the mask: let the work that produces them finish first.
+    cu::check(cu::driver().cuStreamSynchronize(static_cast<cu::CUstream>(args.stream)), "cuStreamSynchronize");
+    TuneJob job;
+    job.source = source_;
+    job.shape = args;
+    job.mode = mode_;
+    job.deadline_s = dispatch_.tune_deadline_s;
+    job.progress = &std::cerr;
+    job.params = args.params;
+    job.buffers = args.buffers;
+    log::info("autotune on first use of bucket " + bucket + " (FLASHJIT_AUTOTUNE=" + autotune::tune_mode_name(mode_) + ")");
+    TuneOutcome o = tune_shape(ctx_, job);
+    if (o.result.measured) {
+      *why = "tuned " + o.date + " (" + autotune::tune_mode_name(mode_) + " now, " + ms3(o.result.best_m.median_ms) +
+             " ms median for bucket " + bucket + ")";
+      return o.result.best;
+    }
+    *why = base_->config_reason + "; tuning found no working config for bucket " + bucket + ": " + o.result.summary;
+  } catch (const std::exception& e) {
+    *why = base_->config_reason + "; tuning bucket " + bucket + " failed: " + e.what();
+  }
+  log::warn("autotune: " + *why);
+  return base_->config;
+}
+
+KernelDispatch::Choice KernelDispatch::choose(const ForwardArgs& args, const autotune::TuningKey& key) const {
+  const std::string bucket = key.bucket.str();
+  std::string why;
+  bool memoise = true;
+  const TileConfig config = decide(args, key, &why, &memoise);
+  Choice c{base_, base_loaded_, nullptr};
+  if (!autotune::same_config(config, base_->config)) {
+    const std::string name = config.str();
+    std::unique_lock<std::shared_mutex> lock(mu_, std::defer_lock);
+    auto it = modules_.find(name);
+    if (it == modules_.end()) {
+      try {
+        KernelRequest request;
+        request.target = source_.target;
+        request.config = config;
+        auto l = std::make_unique<Loaded>();
+        l->ctx = ctx_;
+        l->m = compile_and_load(*ctx_, plan_kernel(source_.spec, request), source_.stages);
+        l->m.compiled.config_reason = "tuned";
+        lock.lock();
+        it = modules_.emplace(name, std::move(l)).first;
+        lock.unlock();
+      } catch (const std::exception& e) {
+        why = base_->config_reason + "; the tuned config " + name + " could not be loaded: " + e.what();
+        log::warn("autotune: " + why);
+      }
+    }
+    if (it != modules_.end()) c = {&it->second->m.compiled, &it->second->m.loaded, nullptr};
+  }
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  if (!memoise) {
+    c.why = &*unmemoised_whys_.insert(why).first;  // stable storage; the bucket is decided later
+    return c;
+  }
+  c.why = &whys_.emplace(bucket, why).first->second;
+  buckets_.emplace(bucket, c);
+  log::info("bucket " + bucket + " of " + base_->key + ": config " + c.compiled->config.str() + " (" + why + ")");
+  return c;
+}
+
+}  // namespace flashjit::rt

@@ -1,0 +1,61 @@
+// Kernel::forward's choice of tile config per shape bucket: a given config, or the heuristic with
+// autotune off; else a stored tuning (the tuning cache, memoised), or one tuned on first use of
+// the bucket (FLASHJIT_AUTOTUNE=quick|full); the chosen config compiled and loaded once.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <string>
+
+#include "autotune/search.hpp"
+#include "autotune/tuning_key.hpp"
+#include "runtime/kernel_cache.hpp"
+#include "runtime/handles.hpp"
+
+namespace flashjit::rt {
+
+// Owned by a Kernel. `base` is the kernel Runtime::compile built (heuristic or given config); the
+// dispatch borrows it and owns the modules of other configs it loads. select() takes a shared lock
+// for the lookup (an exclusive one only to add a bucket); the launch that follows is lock-free.
+class KernelDispatch {
+ public:
+  KernelDispatch(std::shared_ptr<Context> ctx, KernelSource source, DispatchOptions dispatch,
+                 const CompiledKernel* base, const LoadedModule* base_loaded);
+  ~KernelDispatch();
+  KernelDispatch(const KernelDispatch&) = delete;
+  KernelDispatch& operator=(const KernelDispatch&) = delete;
+
+  struct Choice {
+    const CompiledKernel* compiled = nullptr;  // valid as long as the dispatch
+    const LoadedModule* loaded = nullptr;
+    const std::string* why = nullptr;          // "heuristic ...", "tuned 2025-01-31 (quick, 1.234 ms)", "given ..."
+  };
+  // The kernel for this call's shape bucket. On the bucket's first call: tuning cache lookup, then
+  // (mode quick/full, tune_on_first_use) tuning with the call's params/tensors, then the module.
+  // A tuning that fails entirely keeps the base kernel, with a warning.
+  Choice select(const ForwardArgs& args) const;
+
+ private:
+  struct Loaded;
+  Choice choose(const ForwardArgs& args, const autotune::TuningKey& key) const;
+  // The config for the bucket and why: a stored tuning, a tuning now, or the base's.
+  TileConfig decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why, bool* memoise) const;
+  std::shared_ptr<Context> ctx_;
+  KernelSource source_;
+  DispatchOptions dispatch_;
+  autotune::TuneMode mode_;
+  const CompiledKernel* base_;
+  const LoadedModule* base_loaded_;
+  std::string base_why_;
+  mutable std::shared_mutex mu_;    // guards buckets_ and modules_
+  mutable std::mutex tune_mu_;      // one bucket decided at a time (tuning uses the whole GPU)
+  mutable std::map<std::string, Choice> buckets_;        // bucket text → choice
+  mutable std::map<std::string, std::string> whys_;      // bucket text → reason (stable storage)
+  mutable std::set<std::string> unmemoised_whys_;        // reasons of calls that decided nothing
+  mutable std::map<std::string, std::unique_ptr<Loaded>> modules_;  // config name → module
+};
+
+}  // namespace flashjit::rt

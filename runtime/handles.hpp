@@ -1,0 +1,78 @@
+// What the public handles (Runtime, Kernel) hold, and how the runtime builds a Kernel: from an
+// analysed spec, never from a spec it would parse again.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "compiler/analyzed_spec.hpp"
+#include "compiler/pipeline.hpp"
+#include "flashjit/flashjit.hpp"
+#include "runtime/context.hpp"
+#include "runtime/module.hpp"
+
+namespace flashjit {
+
+namespace rt {
+
+class KernelDispatch;
+
+// Everything every config of one Runtime::compile call shares.
+struct KernelSource {
+  AnalyzedSpecPtr spec;
+  Target target;         // the device's arch and the FLASHJIT_MMA choice
+  StageOptions stages;   // dump / override folders
+};
+
+// How Kernel::forward picks a config per shape bucket.
+struct DispatchOptions {
+  std::optional<std::string> autotune;  // "off" | "quick" | "full"; empty → FLASHJIT_AUTOTUNE
+  bool tune_on_first_use = true;        // false: use stored tunings, never tune in forward()
+  std::optional<double> tune_deadline_s;
+  bool config_given = false;            // CompileOptions::config was set: always that config
+};
+
+}  // namespace rt
+
+struct Runtime::Impl {
+  std::shared_ptr<rt::Context> ctx;
+};
+
+struct Kernel::Impl {
+  std::shared_ptr<rt::Context> ctx;
+  AnalyzedSpecPtr spec;  // parsed, checked and analysed once; every launch reads it
+  CompiledKernel compiled;
+  rt::LoadedModule loaded;
+  int registers = 0, spill_bytes = 0;
+  // The config per shape bucket (tuned / heuristic / given); borrows `compiled` and `loaded`,
+  // owns the modules of other configs.
+  std::unique_ptr<rt::KernelDispatch> dispatch;
+  ~Impl();
+};
+
+namespace detail {
+
+struct Access {
+  using KernelImpl = Kernel::Impl;
+  static Kernel wrap(std::shared_ptr<const Kernel::Impl> impl) {
+    Kernel k;
+    k.impl_ = std::move(impl);
+    return k;
+  }
+  // Error(usage) for an empty handle, naming the method `what`.
+  static const Kernel::Impl& impl(const Kernel& k, const char* what);
+  static const std::shared_ptr<rt::Context>& context(const Runtime& r, const char* what);
+};
+
+}  // namespace detail
+
+namespace rt {
+
+// One config of `source` (the template's heuristic when empty), compiled through the compile
+// cache and loaded, with its per-bucket dispatch.
+Kernel compile_kernel(const std::shared_ptr<Context>& ctx, const KernelSource& source,
+                      const std::optional<TileConfig>& config, const DispatchOptions& dispatch);
+
+}  // namespace rt
+
+}  // namespace flashjit

@@ -1,0 +1,30 @@
+// Launch timing with CUDA events (CUDA C Best Practices Guide, "Using CUDA GPU Timers"): a pair of
+// events around one launch on its stream, read after the stop event completes.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "runtime/context.hpp"
+
+namespace flashjit::rt {
+
+class EventTimer {
+ public:
+  explicit EventTimer(const Context& ctx);
+  ~EventTimer();
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+
+  // Milliseconds between events recorded on `stream` before and after `launch()`; waits for it.
+  float time(cu::CUstream stream, const std::function<void()>& launch);
+
+ private:
+  const Context& ctx_;
+  cu::CUevent start_ = nullptr, stop_ = nullptr;
+};
+
+// The value at quantile p (0..1) of sorted samples.
+double quantile(const std::vector<float>& sorted, double p);
+
+}  // namespace flashjit::rt

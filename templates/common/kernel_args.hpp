@@ -1,0 +1,39 @@
+// The parameter list shared by the forward kernel and its block-map pre-pass, and the values
+// both derive from it: what expressions read, the closed-form kv bounds' inputs, the map row.
+#pragma once
+
+#include <string>
+
+#include "compiler/analyzed_spec.hpp"
+#include "compiler/lower_expr.hpp"
+#include "templates/common/kv_bounds.hpp"
+
+namespace flashjit {
+
+// What ptxas budgets registers by (NVVM IR spec, "nvvm.annotations": maxntidx, minctasm).
+struct LaunchBounds {
+  int threads = 0;          // per CTA
+  int min_ctas_per_sm = 1;  // .minnctapersm
+};
+
+// Fixed ABI (templates/common/forward_abi.hpp), then params and tensors by slot, then — with a
+// block map — the tile lists and counts.
+llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const LaunchBounds& bounds, bool with_map,
+                               const std::string& name);
+
+// Builtins, params and tensors (with their launch extents) as the function's IR values.
+ExprInputs expr_inputs(tile::Emitter& e, const AnalyzedSpec& spec, llvm::Value* batch, llvm::Value* head,
+                       llvm::Value* head_kv);
+
+KvBoundsInputs kv_bounds_inputs(tile::Emitter& e, const ExprInputs& ex, llvm::Value* q_first, llvm::Value* q_last);
+
+// This CTA's row of the block map: pointers to its tile count and tile list.
+struct BlockMapRow {
+  llvm::Value* count;  // ptr addrspace(1) to i32
+  llvm::Value* tiles;  // ptr addrspace(1) to i32 × ceil(seq_kv / block_n)
+};
+// The map of a block_m × block_n tiling: one row of ceil(seq_kv / block_n) entries per query tile.
+BlockMapRow block_map_row(tile::Emitter& e, const BlockMapPolicy& policy, const TileConfig& config, const ExprInputs& ex,
+                          llvm::Value* q_tile);
+
+}  // namespace flashjit

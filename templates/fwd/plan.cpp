@@ -1,0 +1,178 @@
+#include "templates/fwd/plan.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace flashjit {
+
+namespace {
+
+// Shared memory one CTA may use, by arch (CUDA C Programming Guide, "Compute Capabilities" table).
+int max_shared_bytes(const std::string& arch) {
+  if (arch == "sm_80") return 163 * 1024;
+  if (arch == "sm_90" || arch == "sm_90a") return 227 * 1024;
+  return 99 * 1024;
+}
+
+// Shared memory of one SM, and what the driver reserves per CTA (same table: 228 KB on sm_90,
+// 164 KB on sm_80, 100 KB on sm_86/89; 1 KB per CTA).
+int sm_shared_bytes(const std::string& arch) {
+  if (arch == "sm_80") return 164 * 1024;
+  if (arch == "sm_90" || arch == "sm_90a") return 228 * 1024;
+  return 100 * 1024;
+}
+constexpr int kSharedReservedPerCta = 1024;
+
+// Registers per thread beyond the accumulators (addresses, softmax state, loop control, mask
+// terms). With 56, the wgmma d = 64 kernel (64 + 32 + 16 accumulator registers) fits 168, the
+// budget of 3 CTAs of 128 threads, without spilling under ptxas 13.0 (docs/perf-notes.md §7).
+// mma.sync also holds K and V fragments from ldmatrix, hence more (its d = 160 kernel needs 88 to
+// stay spill-free, docs/perf-notes.md §7).
+constexpr int kRegisterOverheadWgmma = 56;
+constexpr int kRegisterOverheadMmaSync = 88;
+
+int min_ctas_per_sm(const ForwardPlan& p) {
+  const TileConfig& c = p.config;
+  const AttentionSpec& s = p.attention();
+  const int accumulators = (c.block_m * c.block_n + c.block_m * s.head_dim_v +
+                            (p.q_in_registers ? c.block_m * s.head_dim_qk / 2 : 0)) / p.threads;
+  const int need = accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
+  const int by_smem = sm_shared_bytes(p.target.arch) / (p.shared_bytes + kSharedReservedPerCta);
+  for (int n = by_smem; n > 1; --n)
+    if (std::min(255, 65536 / (n * p.threads) / 8 * 8) >= need) return n;
+  return 1;
+}
+
+[[noreturn]] void reject(const TileConfig& c, const std::string& why) {
+  throw Error(ErrorKind::spec, "tile config " + c.str() + " cannot be built: " + why);
+}
+
+// Q, then num_stages K and V tiles: each stage holds one key tile of K and one of V.
+ForwardSmem layout_smem(const TileConfig& c, int d_qk_pad, int d_v_pad) {
+  ForwardSmem m;
+  m.k_stage = c.block_n * d_qk_pad * 2;
+  m.v_stage = c.block_n * d_v_pad * 2;
+  m.q = 0;
+  m.k = c.block_m * d_qk_pad * 2;
+  m.v = m.k + c.num_stages * m.k_stage;
+  m.total = m.v + c.num_stages * m.v_stage;
+  return m;
+}
+
+}  // namespace
+
+std::string forward_mma_kind(const TileConfig& c, const Target& target) {
+  const bool whole_warpgroups = (c.num_warps == 4 || c.num_warps == 8) && c.block_m == 16 * c.num_warps;
+  return target.arch == "sm_90a" && whole_warpgroups && target.allow_wgmma ? "wgmma" : "mma.sync";
+}
+
+TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason) {
+  const int d = std::max(spec.spec.head_dim_qk, spec.spec.head_dim_v);
+  TileConfig c;  // {block_m, block_n, num_warps, num_stages}
+  // wgmma (sm_90a), measured on the H200 (docs/perf-notes.md §5, bf16, 4k, batch 4, hidden 2048):
+  // one warpgroup with 128-key tiles at d ≤ 64; two warpgroups (8 warps, 128 rows) at larger d,
+  // with 128-key tiles up to d = 128 and 64-key tiles above (192 KB of shared memory at d = 256).
+  // mma.sync (sm_80, FLASHJIT_MMA=sync; §2 and §4): two m-tiles per warp at d ≤ 64 (each K/V
+  // fragment feeds 4 mma); at d = 128 one m-tile and 64-key tiles (two m-tiles are 8% faster but
+  // spill, so only the tuner picks them); above, 64-key tiles and one stage (2 CTAs per SM).
+  if (d <= 64) c = {64, 128, 4, 2};
+  else if (d <= 128) c = {128, 128, 8, 2};
+  else c = {128, 64, 8, 2};
+  const bool wgmma = forward_mma_kind(c, target) == "wgmma";
+  if (!wgmma) {
+    if (d <= 64) c = {128, 64, 4, 2};
+    else if (d <= 128) c = {64, 64, 4, 2};
+    else c = {64, 64, 4, 1};
+  }
+  if (reason)
+    *reason = "heuristic table for d=" + std::to_string(d) + (wgmma ? ", wgmma" : ", mma.sync") + ": " + c.str();
+  return c;
+}
+
+std::optional<std::string> check_forward_shape(const TileConfig& c) {
+  if (c.num_warps != 1 && c.num_warps != 2 && c.num_warps != 4 && c.num_warps != 8)
+    return "num_warps must be 1, 2, 4 or 8 (a CTA of at most 256 threads)";
+  if (c.block_m != 16 * c.num_warps && c.block_m != 32 * c.num_warps)
+    return "block_m must be 16 or 32 × num_warps: each warp owns one or two 16-row mma tiles of queries";
+  if (c.block_n != 32 && c.block_n != 64 && c.block_n != 128)
+    return "block_n must be 32, 64 or 128 (pairs of 8-key mma tiles; 128 holds 64 scores per thread)";
+  if (c.num_stages < 1 || c.num_stages > 4)
+    return "num_stages must be 1 to 4 (K/V tiles in flight through the cp.async pipeline)";
+  return std::nullopt;
+}
+
+TileSpace forward_search_space(const AnalyzedSpec& spec) {
+  // block_m 64 = 4 warps × 1 m-tile, 128 = 4 × 2 or 8 × 1, 256 = 8 × 2 (check_forward_shape
+  // couples them); stages: K/V tiles in flight, bounded by shared memory (Q + stages × (K + V)).
+  // Larger heads get fewer and narrower key tiles: their K/V tiles fill shared memory.
+  const int d = std::max(spec.spec.head_dim_qk, spec.spec.head_dim_v);
+  TileSpace s;
+  if (d <= 64) s = {{64, 128, 256}, {32, 64, 128}, {4, 8}, {1, 2, 3, 4}};
+  else if (d <= 128) s = {{64, 128}, {32, 64, 128}, {4, 8}, {1, 2, 3}};
+  else s = {{64, 128}, {32, 64}, {4, 8}, {1, 2}};
+  const TuneSpace& t = spec.spec.tune;
+  if (!t.block_m.empty()) s.block_m = t.block_m;
+  if (!t.block_n.empty()) s.block_n = t.block_n;
+  if (!t.num_warps.empty()) s.num_warps = t.num_warps;
+  if (!t.num_stages.empty()) s.num_stages = t.num_stages;
+  // The spec narrowed block_m or num_warps only: the other follows (block_m = 16 or 32 × num_warps).
+  auto add = [](std::vector<int>& v, int x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+  };
+  if (!t.block_m.empty() && t.num_warps.empty()) {
+    s.num_warps.clear();
+    for (int bm : s.block_m)
+      for (int w : {bm / 16, bm / 32})
+        if (w == 1 || w == 2 || w == 4 || w == 8) add(s.num_warps, w);
+  } else if (t.block_m.empty() && !t.num_warps.empty()) {
+    s.block_m.clear();
+    for (int w : s.num_warps) add(s.block_m, 16 * w), add(s.block_m, 32 * w);
+  }
+  return s;
+}
+
+ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const Target& target) {
+  if (std::optional<std::string> why = check_forward_shape(c)) reject(c, *why);
+  ForwardPlan p;
+  p.spec = spec;
+  p.config = c;
+  p.target = target;
+  const AttentionSpec& s = spec->spec;
+  p.m_tiles = c.block_m / (16 * c.num_warps);
+  p.threads = c.num_warps * 32;
+  p.d_qk_pad = (s.head_dim_qk + 63) / 64 * 64;
+  p.d_v_pad = (s.head_dim_v + 63) / 64 * 64;
+  p.k_steps = (s.head_dim_qk + 15) / 16;
+  p.wgmma = forward_mma_kind(c, target) == "wgmma";
+  // mma.sync keeps Q fragments in registers when they are few (d_qk / 4 per m-tile), else re-reads
+  // them per tile. wgmma always reads Q by shared-memory descriptor, as FlashAttention-3 does: no
+  // wgmma A operand is held in registers across the kv loop, where ptxas 13.0 has been seen to
+  // reuse those registers (docs/perf-notes.md §8).
+  p.q_in_registers = !p.wgmma && p.m_tiles * s.head_dim_qk <= 128;
+  p.smem = layout_smem(c, p.d_qk_pad, p.d_v_pad);
+  // wgmma's 128-byte swizzle works on absolute address bits, so its tiles need 1024-byte
+  // alignment, which the dynamic shared-memory base does not promise: the kernel rounds its base
+  // up, within 1 KB of slack.
+  p.shared_bytes = p.smem.total + (p.wgmma ? kWgmmaAlignSlack : 0);
+  if (p.shared_bytes > max_shared_bytes(target.arch))
+    reject(c, "Q and " + std::to_string(c.num_stages) + " stages of K/V tiles need " + std::to_string(p.shared_bytes) +
+                  " bytes of shared memory; " + target.arch + " allows " + std::to_string(max_shared_bytes(target.arch)) +
+                  " per CTA");
+  p.min_ctas_per_sm = min_ctas_per_sm(p);
+  return p;
+}
+
+std::string ForwardPlan::describe() const {
+  const AttentionSpec& s = attention();
+  std::ostringstream o;
+  o << "attention_fwd/" << (wgmma ? "wgmma" : "mma16816") << " " << (s.dtype == DType::f16 ? "fp16" : "bf16")
+    << " d=" << s.head_dim_qk;
+  if (s.head_dim_v != s.head_dim_qk) o << "/" << s.head_dim_v;
+  o << " mask=" << (spec->mask ? s.mask : "none");
+  if (spec->score) o << " score=" << s.score;
+  if (has_map()) o << " +blockmap";
+  o << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";
+  return o.str();
+}
+
+}  // namespace flashjit

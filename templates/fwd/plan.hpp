@@ -1,0 +1,67 @@
+// The forward template's tile plan: analysed spec + tile config + target → every number the code
+// needs, with the limits checked first (a config that breaks one is rejected with the limit named).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "compiler/analyzed_spec.hpp"
+#include "compiler/kernel_template.hpp"
+
+namespace flashjit {
+
+// Shared memory of one CTA, in bytes from the dynamic base. A tile of rows × d is stored as
+// d_pad / 64 panels of rows × 64 elements (d_pad = round_up(d, 64)), 16-byte chunks
+// XOR-swizzled by row % 8 inside each 128-byte row (compiler/tile/smem_tile.hpp).
+struct ForwardSmem {
+  int q = 0;          // [block_m][d_qk_pad]
+  int k = 0;          // num_stages × [block_n][d_qk_pad]
+  int v = 0;          // num_stages × [block_n][d_v_pad]
+  int k_stage = 0, v_stage = 0;
+  int total = 0;
+};
+
+struct ForwardPlan {
+  AnalyzedSpecPtr spec;
+  TileConfig config;
+  Target target;
+  int threads = 0;
+  int m_tiles = 1;                // 16-row mma tiles per warp: block_m / (16 · num_warps), 1 or 2
+  int d_qk_pad = 0, d_v_pad = 0;  // shared-memory row widths (elements)
+  int k_steps = 0;                // ceil(d_qk / 16): mma k-steps of S = QKᵀ
+  bool q_in_registers = false;    // mma.sync: Q fragments loaded once (d_qk ≤ 128) or re-read per tile; wgmma: never
+  // Warpgroup MMA (sm_90a): S and O by wgmma.mma_async instead of mma.sync. Needs one m-tile per
+  // warp and whole warpgroups (num_warps 4 or 8), and Target::allow_wgmma.
+  bool wgmma = false;
+  ForwardSmem smem;
+  int shared_bytes = 0;
+  // CTAs per SM ptxas must leave room for (.minnctapersm): as many as shared memory allows,
+  // while the register budget that leaves (64K / (CTAs × threads)) still holds the kernel's
+  // accumulators with room to spare. Without it, a rarely taken mask path (tensor reads) could
+  // raise registers past the budget of its closed-form twin and cost a CTA per SM.
+  int min_ctas_per_sm = 1;
+
+  const AttentionSpec& attention() const { return spec->spec; }
+  bool has_map() const { return spec->block_map.needed; }
+  std::string describe() const;
+};
+
+// Shared-memory slack of a wgmma kernel: its base is rounded up to 1024 bytes.
+inline constexpr int kWgmmaAlignSlack = 1024;
+
+// The tensor-core instruction a config gets: "wgmma" (sm_90a, whole warpgroups, allowed) or "mma.sync".
+std::string forward_mma_kind(const TileConfig& config, const Target& target);
+
+// The heuristic table (FLASHJIT_AUTOTUNE=off), by head dim and by the instruction the target gets.
+TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason);
+
+// The template's structural rule: why `config` is not a tile shape it builds, or nothing.
+std::optional<std::string> check_forward_shape(const TileConfig& config);
+
+// The autotuner's values per tile parameter: defaults by head dim, narrowed by the spec's `tune`.
+TileSpace forward_search_space(const AnalyzedSpec& spec);
+
+// Throws Error(spec) naming the violated limit when `config` cannot be built.
+ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& config, const Target& target);
+
+}  // namespace flashjit

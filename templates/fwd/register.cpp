@@ -1,0 +1,52 @@
+// The forward template and its block-map pre-pass, registered with the pipeline.
+#include "compiler/kernel_template.hpp"
+#include "templates/fwd/block_map.hpp"
+#include "templates/fwd/forward.hpp"
+#include "templates/fwd/plan.hpp"
+
+namespace flashjit {
+
+namespace {
+
+// Bump a version whenever that template's generated code changes: its cached kernels then miss.
+constexpr const char* kForwardVersion = "fwd-11";
+constexpr const char* kBlockMapVersion = "map-1";
+
+class ForwardKernelPlan final : public KernelPlan {
+ public:
+  explicit ForwardKernelPlan(ForwardPlan p) : p_(std::move(p)) {}
+
+  std::vector<std::string> template_versions() const override {
+    std::vector<std::string> v = {std::string("attention_fwd@") + kForwardVersion};
+    if (p_.has_map()) v.push_back(std::string("block_map@") + kBlockMapVersion);
+    return v;
+  }
+  std::string variant() const override { return p_.wgmma ? "wgmma" : "mma.sync"; }
+  std::string describe() const override { return p_.describe(); }
+  LaunchFacts launch() const override {
+    const BlockMapPolicy& map = p_.spec->block_map;
+    return {p_.threads, p_.shared_bytes, map.needed, map.needed && map.per_batch, map.needed && map.per_head};
+  }
+  void emit(llvm::Module& module, const std::string& entry) const override {
+    emit_attention_forward(module, p_, entry);
+    if (p_.has_map()) emit_block_map(module, p_, entry);
+  }
+
+ private:
+  ForwardPlan p_;
+};
+
+const bool kRegistered = [] {
+  register_template({"attention_fwd", kForwardVersion, "fwd", forward_heuristic, check_forward_shape,
+                     forward_search_space,
+                     [](const AnalyzedSpecPtr& spec, const TileConfig& c, const Target& t) -> std::unique_ptr<KernelPlan> {
+                       return std::make_unique<ForwardKernelPlan>(plan_forward(spec, c, t));
+                     }});
+  // Emitted only into forward modules (same parameters and grid); registered for its version.
+  register_template({"block_map", kBlockMapVersion, "fwd", nullptr, nullptr, nullptr, nullptr});
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace flashjit

@@ -1,0 +1,103 @@
+// The pipeline's contract with its templates: registration, stages in order, one analysis per spec.
+#include <catch2/catch.hpp>
+
+#include "compiler/pipeline.hpp"
+#include "runtime/tuner.hpp"
+
+using namespace flashjit;
+
+namespace {
+
+AttentionSpec spec_of(int d, const std::string& mask = "causal") {
+  AttentionSpec s;
+  s.dtype = DType::bf16;
+  s.head_dim_qk = s.head_dim_v = d;
+  s.mask = mask;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: templates are registered by name with their own versions", "[pipeline]") {
+  const KernelTemplate& fwd = find_template("attention_fwd");
+  CHECK_FALSE(fwd.version.empty());
+  CHECK(fwd.plan);
+  CHECK(fwd.heuristic);
+  const KernelTemplate& map = find_template("block_map");
+  CHECK_FALSE(map.version.empty());
+  CHECK(map.version != fwd.version);
+  try {
+    find_template("attention_bwd_v0");
+    FAIL("an unknown template was found");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::internal);
+    CHECK_THAT(e.what(), Catch::Contains("attention_fwd") && Catch::Contains("block_map"));
+  }
+}
+
+TEST_CASE("pipeline: a compile analyses its spec once and runs the stages in order", "[pipeline]") {
+  const uint64_t before = analyzed_spec_count();
+  CompiledKernel k = compile_to_ptx(spec_of(64, "window(128, 0)"));
+  CHECK(analyzed_spec_count() == before + 1);
+  std::vector<std::string> names;
+  for (const StageRecord& s : k.stages) names.push_back(s.name);
+  CHECK(names == std::vector<std::string>(std::begin(kStages), std::end(kStages)));
+  CHECK_THAT(k.stages[1].text, Catch::Contains("keys per query tile: exact") &&
+                                   Catch::Contains("queries per key tile: exact; visit: q in [kv, kv + 128]"));
+  CHECK_THAT(k.stages[2].text, Catch::Contains("reason: heuristic table") && Catch::Contains("templates=attention_fwd@"));
+  // Every config planned from one analysed spec: no second analysis.
+  AnalyzedSpecPtr a = analyze_spec(spec_of(128));
+  const uint64_t once = analyzed_spec_count();
+  for (TileConfig c : {TileConfig{64, 64, 4, 2}, TileConfig{128, 128, 8, 2}, TileConfig{64, 32, 4, 3}}) {
+    KernelRequest r;
+    r.target.arch = "sm_90a";
+    r.config = c;
+    plan_kernel(a, r);
+  }
+  CHECK(analyzed_spec_count() == once);
+}
+
+TEST_CASE("pipeline: the search space holds only configs the template can build", "[pipeline][tune]") {
+  const KernelTemplate& fwd = find_template("attention_fwd");
+  for (int d : {64, 128, 256}) {
+    AnalyzedSpecPtr a = analyze_spec(spec_of(d));
+    autotune::SearchSpace space = rt::search_space_for(*a, fwd);
+    REQUIRE(space.legal);
+    size_t legal = 0;
+    for (int bm : space.block_m)
+      for (int bn : space.block_n)
+        for (int w : space.num_warps)
+          for (int st : space.num_stages) {
+            TileConfig c{bm, bn, w, st};
+            CHECK(space.legal(c) == !fwd.check_shape(c));
+            if (!space.legal(c)) continue;
+            ++legal;
+            // The plan's limits are the judge: the largest tiles of each space must build.
+            if (bn == space.block_n.back() && st == space.num_stages.back())
+              CHECK_NOTHROW(fwd.plan(a, c, Target{"sm_90a", true}));
+          }
+    CHECK(legal >= 4);
+  }
+  CHECK(fwd.search_space(*analyze_spec(spec_of(256))).block_n.back() <
+        fwd.search_space(*analyze_spec(spec_of(64))).block_n.back());
+  AttentionSpec t = spec_of(64);
+  t.tune.block_m = {64};
+  t.tune.num_stages = {3};
+  autotune::SearchSpace narrowed = rt::search_space_for(*analyze_spec(t), fwd);
+  CHECK(narrowed.block_m == std::vector<int>{64});
+  CHECK(narrowed.num_warps == std::vector<int>{4, 2});  // derived: block_m = 16 or 32 × num_warps
+  CHECK(narrowed.num_stages == std::vector<int>{3});
+}
+
+TEST_CASE("pipeline: tuning keys bucket shapes and ignore the spec name", "[pipeline][tune]") {
+  AnalyzedSpecPtr s = analyze_spec(spec_of(64));
+  ProblemShape x{2, 1000, 1000, 8, 8}, y{2, 1024, 600, 8, 8};
+  autotune::TuningKey a = rt::tuning_key(*s, x), b = rt::tuning_key(*s, y);
+  CHECK(a.bucket.seq_q == 1024);
+  CHECK(a.bucket.seq_q == b.bucket.seq_q);
+  CHECK(a.bucket.seq_kv == b.bucket.seq_kv);
+  AttentionSpec renamed = spec_of(64);
+  renamed.name = "x";
+  CHECK(analyze_spec(renamed)->spec_hash == s->spec_hash);
+  CHECK(analyze_spec(spec_of(64, "none"))->spec_hash != s->spec_hash);
+}
