@@ -4,12 +4,12 @@
 #include <array>
 
 #include "compiler/tile/emitter.hpp"
+#include "compiler/tile/register_tile.hpp"
 #include "flashjit/flashjit.hpp"
 
 namespace flashjit::tile {
 
 using Frag4 = std::array<llvm::Value*, 4>;  // four b32 registers (A operand, or 2 B operands)
-using Acc4 = std::array<llvm::Value*, 4>;   // four f32 accumulators of one m16n8 tile
 
 // Shared-memory operands are 32-bit .shared addresses plus a constant byte offset that lands in
 // the instruction ([reg+imm]). The NVVM intrinsics take pointers, and LLVM hoists every

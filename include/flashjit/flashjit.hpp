@@ -90,6 +90,32 @@ struct FLASHJIT_API AttentionSpec {
 // The built-in default of `flashjit run` with no SPEC: bf16, d=128, causal.
 FLASHJIT_API AttentionSpec default_spec();
 
+// What flashjit derives from a spec before it generates code (a compile dump's `analyze` stage).
+struct SpecAnalysis {
+  std::string canonical;  // canonical YAML, as AttentionSpec::canonical()
+  std::string text;       // desugared mask and score, d score'/d score, tile ranges both ways, block map
+  std::string json;       // the spec and its analyses as one JSON object
+};
+// Error(spec) lists every problem as file:line:col with a caret.
+FLASHJIT_API SpecAnalysis analyze(const AttentionSpec& spec);
+
+// One mask or score expression, checked against declared params and tensors.
+struct ExpressionAnalysis {
+  std::string canonical;   // printed canonically
+  std::string kind;        // "mask" | "score"
+  std::string type;        // "bool" | "i32" | "f32"
+  std::string score_grad;  // scores: d/dscore, simplified ("" for masks)
+  bool affine = false;     // masks: the closed-form tile ranges are exact (no block map)
+  std::string kv_range;    // masks: keys per query tile ("" for scores)
+  std::string q_range;     // masks: queries per key tile
+  std::string json;        // all of the above as one JSON object
+};
+// `kind` "" means score when the expression reads `score`, else mask. Error(spec) lists every
+// problem as <expr>:1:col with a caret (the declarations' own problems as <spec> ones).
+FLASHJIT_API ExpressionAnalysis analyze_expression(const std::string& expr, const std::string& kind,
+                                                   const std::vector<ParamDecl>& params,
+                                                   const std::vector<TensorDecl>& tensors);
+
 // ---- compilation (no GPU needed) ----------------------------------------------------------------
 
 struct FLASHJIT_API TileConfig {

@@ -43,6 +43,25 @@ struct Forms {
 
 }  // namespace
 
+TileRows tile_rows(tile::Emitter& e, Value* tile, int rows, Value* seq) {
+  auto& B = e.b;
+  Value* first = B.CreateMul(tile, e.c32(rows));
+  Value* last = B.CreateSub(B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, seq, B.CreateAdd(first, e.c32(rows))), e.c32(1));
+  return {first, last};
+}
+
+TileSpan covering_tiles(tile::Emitter& e, const KvBounds& bounds, int width) {
+  auto& B = e.b;
+  Value* first = B.CreateSDiv(bounds.visit_lo, e.c32(width));
+  Value* end = B.CreateSDiv(B.CreateAdd(bounds.visit_hi, e.c32(width - 1)), e.c32(width));
+  return {first, end};
+}
+
+Value* tile_in_full_range(tile::Emitter& e, const KvBounds& bounds, Value* n0, int width) {
+  auto& B = e.b;
+  return B.CreateAnd(B.CreateICmpSGE(n0, bounds.full_lo), B.CreateICmpSLE(B.CreateAdd(n0, e.c32(width)), bounds.full_hi));
+}
+
 KvBounds emit_kv_bounds(tile::Emitter& e, const dsl::KvRange* range, const KvBoundsInputs& in) {
   auto& B = e.b;
   Value* zero = e.c32(0);

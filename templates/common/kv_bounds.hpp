@@ -22,6 +22,22 @@ struct KvBounds {
   llvm::Value *visit_lo, *visit_hi, *full_lo, *full_hi;
 };
 
+// The rows [first, last] of tile `tile` of `rows` rows along a sequence of `seq` (the last tile
+// stops at seq − 1).
+struct TileRows {
+  llvm::Value *first, *last;
+};
+TileRows tile_rows(tile::Emitter& e, llvm::Value* tile, int rows, llvm::Value* seq);
+
+// The tiles of `width` keys that cover the visit range: [first, end).
+struct TileSpan {
+  llvm::Value *first, *end;
+};
+TileSpan covering_tiles(tile::Emitter& e, const KvBounds& bounds, int width);
+
+// Whether the keys [n0, n0 + width) lie inside the full range (no element masked).
+llvm::Value* tile_in_full_range(tile::Emitter& e, const KvBounds& bounds, llvm::Value* n0, int width);
+
 // `range` null means no mask: visit and full are both [0, seq_kv). Sound by construction:
 // band guards are ignored for the visit hull (it only grows) and guarded bands never count as
 // full; of several full bands the widest is used.

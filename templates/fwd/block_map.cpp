@@ -6,6 +6,7 @@
 #include "compiler/tile/gpu.hpp"
 #include "templates/common/forward_abi.hpp"
 #include "templates/common/kernel_args.hpp"
+#include "templates/common/kv_bounds.hpp"
 
 namespace flashjit {
 
@@ -36,11 +37,10 @@ llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan, co
   B.SetInsertPoint(work);
   Value* seq_q = ex.seq_q;
   Value* seq_kv = ex.seq_kv;
-  Value* q_start = B.CreateMul(q_tile, e.c32(BM));
-  Value* q_last = B.CreateSub(B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, seq_q, B.CreateAdd(q_start, e.c32(BM))), e.c32(1));
-  KvBounds bounds = emit_kv_bounds(e, &plan.spec->kv_range, kv_bounds_inputs(e, ex, q_start, q_last));
-  Value* first_tile = B.CreateSDiv(bounds.visit_lo, e.c32(BN));
-  Value* end_tile = B.CreateSDiv(B.CreateAdd(bounds.visit_hi, e.c32(BN - 1)), e.c32(BN));
+  const TileRows rows = tile_rows(e, q_tile, BM, seq_q);
+  Value* q_start = rows.first;
+  KvBounds bounds = emit_kv_bounds(e, &plan.spec->kv_range, kv_bounds_inputs(e, ex, rows.first, rows.last));
+  const TileSpan tiles = covering_tiles(e, bounds, BN);
   BlockMapRow row = block_map_row(e, plan.spec->block_map, plan.config, ex, q_tile);
   Value* zero = e.c32(0);
   Value* is_leader = B.CreateICmpEQ(tid, zero);
@@ -48,9 +48,9 @@ llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan, co
   Value* last_q = B.CreateSub(seq_q, e.c32(1));
   Value* last_kv = B.CreateSub(seq_kv, e.c32(1));
 
-  e.loop(first_tile, end_tile, 1, "tile", [&](Value* t) {
+  e.loop(tiles.first, tiles.end, 1, "tile", [&](Value* t) {
     Value* n0 = B.CreateMul(t, e.c32(BN));
-    Value* in_full = B.CreateAnd(B.CreateICmpSGE(n0, bounds.full_lo), B.CreateICmpSLE(B.CreateAdd(n0, e.c32(BN)), bounds.full_hi));
+    Value* in_full = tile_in_full_range(e, bounds, n0, BN);
     llvm::AllocaInst* any = e.var(e.i32(), "any");
     llvm::AllocaInst* all = e.var(e.i32(), "all");
     B.CreateStore(B.CreateZExt(in_full, e.i32()), any);

@@ -153,7 +153,8 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   // wgmma's 128-byte swizzle works on absolute address bits, so its tiles need 1024-byte
   // alignment, which the dynamic shared-memory base does not promise: the kernel rounds its base
   // up, within 1 KB of slack.
-  p.shared_bytes = p.smem.total + (p.wgmma ? kWgmmaAlignSlack : 0);
+  p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
+  p.shared_bytes = p.smem.total + (p.smem_align > 1 ? p.smem_align : 0);
   if (p.shared_bytes > max_shared_bytes(target.arch))
     reject(c, "Q and " + std::to_string(c.num_stages) + " stages of K/V tiles need " + std::to_string(p.shared_bytes) +
                   " bytes of shared memory; " + target.arch + " allows " + std::to_string(max_shared_bytes(target.arch)) +

@@ -34,6 +34,7 @@ struct ForwardPlan {
   // warp and whole warpgroups (num_warps 4 or 8), and Target::allow_wgmma.
   bool wgmma = false;
   ForwardSmem smem;
+  int smem_align = 1;             // the kernel rounds its shared base up to this (wgmma: 1024)
   int shared_bytes = 0;
   // CTAs per SM ptxas must leave room for (.minnctapersm): as many as shared memory allows,
   // while the register budget that leaves (64K / (CTAs × threads)) still holds the kernel's

@@ -1,0 +1,84 @@
+#include "compiler/tile/copy.hpp"
+
+#include "compiler/tile/mma.hpp"
+
+namespace flashjit::tile {
+
+namespace {
+
+using llvm::Value;
+
+// A wave of `threads` does not cover whole rows: each copy finds its row and chunk anew.
+void copy_ragged(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, int threads, Value* tid) {
+  auto& B = e.b;
+  const int chunks = (d + 15) / 16 * 2;
+  const int total = dst.rows * chunks;
+  for (int first = 0; first < total; first += threads) {
+    auto body = [&] {
+      Value* idx = B.CreateAdd(tid, e.c32(first));
+      Value* r = B.CreateUDiv(idx, e.c32(chunks));
+      Value* c = B.CreateURem(idx, e.c32(chunks));
+      Value* dst_addr = B.CreateAdd(dst.base, dst.offset(e, r, c));
+      Value* row = B.CreateAdd(src.first, r);
+      Value* valid = B.CreateAnd(B.CreateICmpSLT(row, src.end), B.CreateICmpULT(c, e.c32(d / 8)));
+      Value* safe_row = B.CreateSelect(valid, row, src.first);
+      Value* safe_col = B.CreateSelect(valid, B.CreateShl(c, 3), e.c32(0));
+      Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(safe_row, e.i64()), src.row_stride), B.CreateZExt(safe_col, e.i64()));
+      cp_async_16(e, dst_addr, 0, B.CreateGEP(B.getInt16Ty(), src.base, off), valid);
+    };
+    if (first + threads <= total) body();
+    else e.when(B.CreateICmpULT(B.CreateAdd(tid, e.c32(first)), e.c32(total)), "copy.tail", body);
+  }
+}
+
+}  // namespace
+
+void copy_rows(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, int threads, Value* tid, bool once) {
+  auto& B = e.b;
+  const int chunks = (d + 15) / 16 * 2;
+  const int total = dst.rows * chunks;
+  if (threads % chunks != 0) return copy_ragged(e, dst, src, d, threads, tid);
+  // A wave covers rp whole rows: a thread copies the same chunk c0 of rows r0 + i·rp in every
+  // wave; its swizzle repeats every 8 rows, so one offset per distinct (i·rp) % 8 and a constant
+  // per wave address every destination.
+  const int rp = threads / chunks;
+  Value* r0 = B.CreateUDiv(tid, e.c32(chunks));
+  Value* c0 = B.CreateURem(tid, e.c32(chunks));
+  std::array<Value*, 8> wave_off{};  // built here, before the branches below, so both may use them
+  for (int wave = 0; wave * threads < total; ++wave)
+    if (Value*& o = wave_off[wave * rp % 8]; !o) o = dst.offset(e, B.CreateAdd(r0, e.c32(wave * rp % 8)), c0);
+  // Chunks past d (up to the k-step's 16 columns) are zeros; only d % 16 ≠ 0 has them.
+  Value* col_ok = d % 16 ? B.CreateICmpULT(c0, e.c32(d / 8)) : nullptr;
+  // The source steps by rp rows per wave (a chain of adds, so LLVM keeps no per-wave offsets).
+  // `checked`: rows at or past the end (and padding chunks) read nothing (src-size 0), from the
+  // slice's first row.
+  auto waves = [&](bool checked) {
+    Value* row = B.CreateAdd(src.first, r0);
+    Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(row, e.i64()), src.row_stride), B.CreateZExt(B.CreateShl(c0, 3), e.i64()));
+    Value* p = B.CreateGEP(B.getInt16Ty(), src.base, off);
+    Value* step = B.CreateMul(src.row_stride, e.c64(rp));
+    for (int wave = 0; wave * threads < total; ++wave) {
+      if (wave) p = B.CreateGEP(B.getInt16Ty(), p, step);
+      const int k = wave * rp % 8;
+      Value* dst_addr = B.CreateAdd(dst.base, wave_off[k]);
+      auto copy = [&] {
+        if (!checked) return cp_async_16(e, dst_addr, 128 * (wave * rp - k), p, B.getTrue());
+        Value* valid = B.CreateICmpSLT(B.CreateAdd(row, e.c32(wave * rp)), src.end);
+        if (col_ok) valid = B.CreateAnd(valid, col_ok);
+        cp_async_16(e, dst_addr, 128 * (wave * rp - k), B.CreateSelect(valid, p, src.base), valid);
+      };
+      // A last wave wider than the tile (small d or tiles, e.g. d=16 with 32 rows) is cut at it.
+      if ((wave + 1) * threads <= total) copy();
+      else e.when(B.CreateICmpULT(B.CreateAdd(tid, e.c32(wave * threads)), e.c32(total)), "copy.tail", copy);
+    }
+  };
+  // Every tile but a sequence's last lies wholly inside the tensor: no bounds checks there. The
+  // checked copy is the same chain with one compare and two selects per wave: about a third of the
+  // per-copy address arithmetic of the ragged copy, and code size is most of a cold compile's time.
+  if (once || col_ok) return waves(true);
+  Value* inside = B.CreateICmpSLE(B.CreateAdd(src.first, e.c32(dst.rows)), src.end);
+  e.when(inside, "copy.inside", [&] { waves(false); });
+  e.when(B.CreateNot(inside), "copy.edge", [&] { waves(true); });
+}
+
+}  // namespace flashjit::tile

@@ -1,0 +1,24 @@
+// Global → shared copies of a tile of rows with cp.async (PTX ISA §9.7.9.25), the whole CTA
+// cooperating: 16-byte chunks, rows past the end and columns past d zero-filled without a read.
+#pragma once
+
+#include "compiler/tile/smem_tile.hpp"
+
+namespace flashjit::tile {
+
+// Rows [first, first + dst.rows) of a [seq, d] slice in global memory; rows at or past `end` read
+// as zeros.
+struct GlobalRows {
+  llvm::Value* base;        // ptr addrspace(1) to the slice's row 0 (16-bit elements)
+  llvm::Value* row_stride;  // i64, elements
+  llvm::Value* first;       // i32
+  llvm::Value* end;         // i32
+};
+
+// The whole CTA (`threads` threads, this one `tid`) copies `src` into `dst`. Columns at or past d,
+// up to the next multiple of 16 (what the mma k-steps read), become zeros too. `once`: a copy a
+// CTA runs once (Q, the prologue's K/V) is emitted with bounds checks only — an unchecked twin
+// would save a few instructions once and cost compile time every time.
+void copy_rows(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, int threads, llvm::Value* tid, bool once);
+
+}  // namespace flashjit::tile

@@ -1,0 +1,47 @@
+// The tensor-core products of an attention kernel behind one interface, so a kernel template says
+// what it multiplies, not with which instruction: S = A·Bᵀ (A the CTA's rows, B a tile of keys,
+// both K-major in shared memory) and O += P·V (P a register tile of probabilities, V in shared
+// memory). wgmma (sm_90a, PTX ISA §9.7.15) and mma.sync m16n8k16 (sm_80+, §9.7.13) both leave every
+// thread the m16n8 C layout of compiler/tile/register_tile.hpp, so the code around the products is
+// the same for both.
+#pragma once
+
+#include <memory>
+
+#include "compiler/tile/register_tile.hpp"
+#include "compiler/tile/smem_tile.hpp"
+#include "flashjit/flashjit.hpp"
+
+namespace flashjit::tile {
+
+struct MmaShape {
+  DType dtype = DType::bf16;
+  int rows = 0;            // rows of A in the CTA (block_m)
+  int cols = 0;            // rows of B per tile (block_n): S is rows × cols
+  int k_steps = 0;         // 16-wide k-steps of S = A·Bᵀ (ceil(d_qk / 16))
+  int out_tiles = 0;       // 8-column n-tiles of O (ceil(d_v / 8))
+  int m_tiles = 1;         // 16-row m-tiles per warp: 1 or 2 (mma.sync only)
+  bool a_in_registers = false;  // mma.sync: load A's fragments once, before the loop
+};
+
+class TensorCore {
+ public:
+  virtual ~TensorCore() = default;
+  // Per-thread fragment addresses (and, when A stays in registers, its fragments): emitted once,
+  // before the loop, with `a` (the CTA's rows) already in shared memory.
+  virtual void prepare(Emitter& e, const SmemTile& a) = 0;
+  // The first of this warp's rows within the CTA's block (valid after prepare).
+  virtual llvm::Value* warp_row0() const = 0;
+  // Makes what cp.async wrote to shared memory visible to the products' reads.
+  virtual void publish_shared(Emitter& e) const = 0;
+  // S = A·Bᵀ for one tile of B (rows × cols, fp32).
+  virtual RegTile mma_abt(Emitter& e, const SmemTile& b) = 0;
+  // acc += P·V: P (rows × cols, fp32, rounded to the dtype here) times V (cols × out, MN-major).
+  virtual void mma_pv(Emitter& e, RegTile& acc, const RegTile& p, const SmemTile& v) = 0;
+};
+
+// wgmma when `warpgroup`, else mma.sync. `warp` and `lane` are this thread's (%tid.x / 32, % 32).
+std::unique_ptr<TensorCore> make_tensor_core(bool warpgroup, const MmaShape& shape, llvm::Value* warp,
+                                             llvm::Value* lane);
+
+}  // namespace flashjit::tile
