@@ -141,84 +141,92 @@ std::vector<RowId> pick_rows(const Problem& p, int64_t max_rows) {
   return rows;
 }
 
-Rows attention_fp64(const Problem& p, const std::vector<RowId>& ids) {
+namespace {
+
+template <class T>
+constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+// The reference loop both implementations share: for each checked row, its scores (−inf where
+// masked) from `score_of(dot, kv)` over T-precision dot products, then `finish(r, id, hk, s, m)`
+// for rows with a visible key (a fully masked row stays O = 0, LSE = −inf).
+template <class T, class ScoreFn, class FinishFn>
+Rows attention_rows(const Problem& p, const std::vector<RowId>& ids, ScoreFn score_of, FinishFn finish) {
   const Semantics sem(p);
-  const int64_t d_qk = p.d_qk(), d_v = p.d_v();
   const DType dt = p.dtype();
   Rows out;
-  out.o.assign(ids.size() * d_v, 0.0);
-  out.lse.assign(ids.size(), -std::numeric_limits<double>::infinity());
-  const double scale = p.effective_scale();
+  out.o.assign(ids.size() * p.d_v(), 0.0);
+  out.lse.assign(ids.size(), kNegInf<double>);
   const int64_t group = p.heads_q / p.heads_kv;
   parallel_for(ids.size(), [&](size_t r) {
     const RowId id = ids[r];
     const int64_t hk = id.h / group;
-    std::vector<double> s(p.seq_kv, -std::numeric_limits<double>::infinity());
-    double m = -std::numeric_limits<double>::infinity();
+    std::vector<T> s(p.seq_kv, kNegInf<T>);
+    T m = kNegInf<T>;
     for (int64_t kv = 0; kv < p.seq_kv; ++kv) {
       if (!sem.visible(id.b, id.h, id.q, kv)) continue;
-      double dot = 0;
+      T dot = 0;
       const size_t qi = q_index(p, id.b, id.q, id.h), ki = k_index(p, id.b, kv, hk);
-      for (int64_t c = 0; c < d_qk; ++c)
-        dot += double(from_half_bits(p.q[qi + c], dt)) * double(from_half_bits(p.k[ki + c], dt));
-      // The score modifier is f32 in the language; the identity keeps full fp64 precision.
-      s[kv] = p.spec.score == "score" ? dot * scale : double(sem.score(id.b, id.h, id.q, kv, float(dot * scale)));
+      for (int64_t c = 0; c < p.d_qk(); ++c) dot += T(from_half_bits(p.q[qi + c], dt)) * T(from_half_bits(p.k[ki + c], dt));
+      s[kv] = score_of(sem, id, kv, dot);
       m = std::max(m, s[kv]);
     }
-    if (m == -std::numeric_limits<double>::infinity()) return;  // fully masked: O = 0, LSE = -inf
-    double l = 0;
-    double* o = &out.o[r * d_v];
-    for (int64_t kv = 0; kv < p.seq_kv; ++kv) {
-      if (s[kv] == -std::numeric_limits<double>::infinity()) continue;
-      double w = std::exp(s[kv] - m);
-      l += w;
-      const size_t vi = v_index(p, id.b, kv, hk);
-      for (int64_t c = 0; c < d_v; ++c) o[c] += w * double(from_half_bits(p.v[vi + c], dt));
-    }
-    for (int64_t c = 0; c < d_v; ++c) o[c] /= l;
-    out.lse[r] = m + std::log(l);
+    if (m != kNegInf<T>) finish(out, r, hk, s, m);
   });
   return out;
 }
 
-Rows attention_same_dtype(const Problem& p, const std::vector<RowId>& ids) {
-  const Semantics sem(p);
-  const int64_t d_qk = p.d_qk(), d_v = p.d_v();
-  const DType dt = p.dtype();
-  Rows out;
-  out.o.assign(ids.size() * d_v, 0.0);
-  out.lse.assign(ids.size(), -std::numeric_limits<double>::infinity());
-  const float scale = p.effective_scale();
-  const int64_t group = p.heads_q / p.heads_kv;
-  parallel_for(ids.size(), [&](size_t r) {
+}  // namespace
+
+Rows attention_fp64(const Problem& p, const std::vector<RowId>& ids) {
+  const double scale = p.effective_scale();
+  const bool identity = p.spec.score == "score";
+  const int64_t d_v = p.d_v();
+  auto score = [&](const Semantics& sem, const RowId& id, int64_t kv, double dot) {
+    // The score modifier is f32 in the language; the identity keeps full fp64 precision.
+    return identity ? dot * scale : double(sem.score(id.b, id.h, id.q, kv, float(dot * scale)));
+  };
+  auto finish = [&](Rows& out, size_t r, int64_t hk, const std::vector<double>& s, double m) {
     const RowId id = ids[r];
-    const int64_t hk = id.h / group;
-    std::vector<float> s(p.seq_kv, -std::numeric_limits<float>::infinity());
-    float m = -std::numeric_limits<float>::infinity();
+    double l = 0;
+    double* o = &out.o[r * d_v];
     for (int64_t kv = 0; kv < p.seq_kv; ++kv) {
-      if (!sem.visible(id.b, id.h, id.q, kv)) continue;
-      float dot = 0;
-      const size_t qi = q_index(p, id.b, id.q, id.h), ki = k_index(p, id.b, kv, hk);
-      for (int64_t c = 0; c < d_qk; ++c) dot += from_half_bits(p.q[qi + c], dt) * from_half_bits(p.k[ki + c], dt);
-      float x = round_to(round_to(dot, dt) * scale, dt);  // S = QKᵀ in dtype, then scaled in dtype
-      s[kv] = p.spec.score == "score" ? x : round_to(sem.score(id.b, id.h, id.q, kv, x), dt);
-      m = std::max(m, s[kv]);
+      if (s[kv] == kNegInf<double>) continue;
+      double w = std::exp(s[kv] - m);
+      l += w;
+      const size_t vi = v_index(p, id.b, kv, hk);
+      for (int64_t c = 0; c < d_v; ++c) o[c] += w * double(from_half_bits(p.v[vi + c], p.dtype()));
     }
-    if (m == -std::numeric_limits<float>::infinity()) return;
+    for (int64_t c = 0; c < d_v; ++c) o[c] /= l;
+    out.lse[r] = m + std::log(l);
+  };
+  return attention_rows<double>(p, ids, score, finish);
+}
+
+Rows attention_same_dtype(const Problem& p, const std::vector<RowId>& ids) {
+  const float scale = p.effective_scale();
+  const bool identity = p.spec.score == "score";
+  const DType dt = p.dtype();
+  const int64_t d_v = p.d_v();
+  auto score = [&](const Semantics& sem, const RowId& id, int64_t kv, float dot) {
+    float x = round_to(round_to(dot, dt) * scale, dt);  // S = QKᵀ in dtype, then scaled in dtype
+    return identity ? x : round_to(sem.score(id.b, id.h, id.q, kv, x), dt);
+  };
+  auto finish = [&](Rows& out, size_t r, int64_t hk, const std::vector<float>& s, float m) {
+    const RowId id = ids[r];
     float l = 0;
     for (int64_t kv = 0; kv < p.seq_kv; ++kv)
-      if (s[kv] != -std::numeric_limits<float>::infinity()) l += std::exp(s[kv] - m);
+      if (s[kv] != kNegInf<float>) l += std::exp(s[kv] - m);
     std::vector<float> acc(d_v, 0.f);
     for (int64_t kv = 0; kv < p.seq_kv; ++kv) {
-      if (s[kv] == -std::numeric_limits<float>::infinity()) continue;
+      if (s[kv] == kNegInf<float>) continue;
       const float prob = round_to(std::exp(s[kv] - m) / l, dt);  // softmax output in dtype
       const size_t vi = v_index(p, id.b, kv, hk);
       for (int64_t c = 0; c < d_v; ++c) acc[c] += prob * from_half_bits(p.v[vi + c], dt);
     }
     for (int64_t c = 0; c < d_v; ++c) out.o[r * d_v + c] = round_to(acc[c], dt);
     out.lse[r] = m + std::log(l);
-  });
-  return out;
+  };
+  return attention_rows<float>(p, ids, score, finish);
 }
 
 Verdict verify(const Problem& p, const std::vector<uint16_t>& out_bshd, const std::vector<float>* lse_bhs,
