@@ -88,7 +88,7 @@ TEST_CASE("tune: the tune command checks usage and the spec before the GPU, and 
   }
 }
 
-TEST_CASE("tune: a compile analyses its spec once; a launch never does", "[tune]") {
+TEST_CASE("tune: a compile analyses its spec once and a launch never does", "[tune]") {
   const uint64_t before = cache_stats().specs_analyzed;
   CompiledKernel k = compile_to_ptx(small_spec("window(64, 0)"));
   CHECK(cache_stats().specs_analyzed == before + 1);
