@@ -93,7 +93,7 @@ const CompiledKernel& Kernel::compiled() const { return detail::Access::impl(*th
 int Kernel::registers() const { return detail::Access::impl(*this, "registers").registers; }
 int Kernel::spill_bytes() const { return detail::Access::impl(*this, "spill_bytes").spill_bytes; }
 
-struct BlockMap::Impl {
+struct FLASHJIT_HIDDEN BlockMap::Impl {
   const void* kernel = nullptr;   // the Kernel::Impl it was built for
   std::vector<uint64_t> key;      // sizes and params it is valid for
   DeviceBuffer tiles, counts;

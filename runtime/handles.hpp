@@ -34,11 +34,14 @@ struct DispatchOptions {
 
 }  // namespace rt
 
-struct Runtime::Impl {
+// Hidden: the handles' insides are no part of the library's exported API (their outer classes are).
+#define FLASHJIT_HIDDEN __attribute__((visibility("hidden")))
+
+struct FLASHJIT_HIDDEN Runtime::Impl {
   std::shared_ptr<rt::Context> ctx;
 };
 
-struct Kernel::Impl {
+struct FLASHJIT_HIDDEN Kernel::Impl {
   std::shared_ptr<rt::Context> ctx;
   AnalyzedSpecPtr spec;  // parsed, checked and analysed once; every launch reads it
   CompiledKernel compiled;

@@ -64,7 +64,7 @@ struct KernelCacheCounters {
   uint64_t hits = 0, misses = 0, stores = 0, store_failures = 0, bypasses = 0;
   uint64_t llvm_compiles = 0;  // compiles (LLVM runs) made by build_kernel
 };
-FLASHJIT_API KernelCacheCounters kernel_cache_counters();
+KernelCacheCounters kernel_cache_counters();
 
 // ---- on a device ----------------------------------------------------------------------------------
 
