@@ -1,5 +1,5 @@
 """flashjit side by side with PyTorch SDPA (cuDNN, FlashAttention-2, efficient), compiled
-FlexAttention and SDPA with a dense mask — one process, the same inputs, forward pass (DESIGN §9).
+FlexAttention and SDPA with a dense mask — one process, the same inputs, forward pass.
 
 For each case: build bf16 inputs once; compile flashjit's spec through the C ABI (a compile error
 is recorded as "unsupported: <message>", never replaced by something else); run flashjit once on
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-TOKENS, HIDDEN = 16384, 2048  # DESIGN §9: batch*seq = 16k tokens, heads = 2048/d
+TOKENS, HIDDEN = 16384, 2048  # the FlashAttention papers' shapes: batch*seq = 16k tokens, heads = 2048/d
 DENSE_MASK_MAX_SEQ = 8192     # SDPA with a dense mask materialises b*h*s*s scores; anchors stop at 8k
 PEERS = ("sdpa-cudnn", "sdpa-flash", "sdpa-effic", "flex", "sdpa-dense-mask")
 

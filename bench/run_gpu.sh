@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole benchmark on the GPU machine, from the repository root, in one command:
-#   bash bench/run_gpu.sh                  # suites: standard masks (DESIGN §9, issue 4)
+#   bash bench/run_gpu.sh                  # suites: standard masks (docs/perf-notes.md)
 #   bash bench/run_gpu.sh quick            # a smoke test of every backend (about a minute)
 #   bash bench/run_gpu.sh standard masks scores -- --dims 128   # extra bench.py flags after --
 # Needs .device/ from scripts/gpu_bundle.sh (libflashjit.so + libyaml-cpp); torch, triton and

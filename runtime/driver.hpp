@@ -1,5 +1,5 @@
 // The CUDA driver, loaded at run time with dlopen("libcuda.so.1") from ONE X-macro list, so
-// flashjit builds and runs (compile-only) on machines without a GPU (DESIGN §5).
+// flashjit builds and runs (compile-only) on machines without a GPU.
 #pragma once
 
 #include <string>

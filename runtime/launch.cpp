@@ -16,7 +16,7 @@ namespace {
 
 void check_tensor(const char* name, const Tensor& t) {
   if (!t.data) bad(std::string(name) + ".data is null");
-  // Rows move as 16-byte vectors (DESIGN §4): base and every row start must be 16-byte aligned.
+  // Rows move as 16-byte vectors (cp.async 16): base and every row start must be 16-byte aligned.
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
     bad(std::string(name) + ".data is not 16-byte aligned; flashjit requires 16-byte aligned tensors (no silent copies)");
   if (t.stride[3] != 1) bad(std::string(name) + ".stride[3] (head dim) is " + std::to_string(t.stride[3]) + "; it must be 1");
@@ -119,7 +119,7 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
     if (spec.tensor_slot(b.name) < 0)
       bad("buffer '" + b.name + "' is not a tensor of the spec; its tensors: " + names_of(tensor_names));
 
-  // Index ranges (DESIGN §3): every read of every tensor must stay in its extent for every q,
+  // Index ranges: every read of every tensor must stay in its extent for every q,
   // kv, b, h this launch can produce — proved by interval analysis, else the launch is refused.
   if (a.batch > 0 && a.seq_q > 0 && a.seq_kv > 0) {
     dsl::Bounds bd;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quick-mode tuning of the 18 standard shapes (DESIGN §9: d ∈ {64,128,256} × seq ∈ {1k,4k,16k} ×
+# Quick-mode tuning of the 18 standard shapes (docs/perf-notes.md, method: d ∈ {64,128,256} × seq ∈ {1k,4k,16k} ×
 # none/causal, batch·seq = 16k, heads = 2048/d) on the GPU machine: progress lines and the
 # tuned-vs-heuristic summary per spec, the wall time per spec, then what the tuning cache holds.
 set -u

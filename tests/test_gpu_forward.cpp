@@ -1,4 +1,4 @@
-// The forward kernel on the GPU against the fp64 reference (DESIGN §8 numerics rule): fresh
+// The forward kernel on the GPU against the fp64 reference (the numerics rule of docs/architecture.md): fresh
 // random inputs, NaN-poisoned outputs, odd shapes, GQA, BHSD strides, fully masked rows.
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // Issue 4's numerics matrix on the GPU: every DSL mask and score of the issue, odd shapes, all
-// head dims, GQA and MQA, against the fp64 reference (DESIGN §8).
+// head dims, GQA and MQA, against the fp64 reference (docs/architecture.md, numerics).
 #include <catch2/catch.hpp>
 
 #include <random>

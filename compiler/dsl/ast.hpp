@@ -18,7 +18,7 @@ enum class UnOp : uint8_t { Neg, Not };
 enum class BinOp : uint8_t { Add, Sub, Mul, Div, Mod, Lt, Le, Gt, Ge, Eq, Ne, And, Or };
 enum class Fn : uint8_t { Min, Max, Abs, Exp, Exp2, Log, Tanh, Sqrt, Floor, Where };
 // Mask shorthands stay nodes (not expanded at parse time) so the printer keeps what the user
-// wrote; desugar.hpp gives their meaning in the one band form of DESIGN §3.
+// wrote; desugar.hpp gives their meaning as ordinary expressions.
 enum class Shorthand : uint8_t { Causal, CausalBr, Window, Prefix, Document };
 
 struct Expr;

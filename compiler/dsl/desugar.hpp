@@ -1,4 +1,4 @@
-// The meaning of the mask shorthands, written once in the band form of DESIGN §3.
+// The meaning of the mask shorthands, written once as ordinary bool expressions (one band form).
 #pragma once
 
 #include <vector>

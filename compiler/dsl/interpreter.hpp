@@ -25,13 +25,13 @@ struct Env {
 };
 
 // A read outside a tensor, or a param/tensor missing from the Env. Kernels never see the
-// first: launch checks index ranges with the interval analysis (DESIGN §3).
+// first: launch checks index ranges with the interval analysis.
 class EvalError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-// Semantics (DESIGN §3, made exact here):
+// Semantics (made exact here):
 //  - i32 + - * and unary - wrap (two's complement); abs(INT32_MIN) == INT32_MIN.
 //  - i32 / and % truncate toward zero. Division by zero is defined, never a trap:
 //    x / 0 == 0 and x % 0 == x (so (x / y) * y + x % y == x always holds);

@@ -1,4 +1,4 @@
-// Tokens of the expression language (DESIGN §3): C-like operators, numbers, identifiers.
+// Tokens of the expression language: C-like operators, numbers, identifiers.
 #pragma once
 
 #include <cstdint>

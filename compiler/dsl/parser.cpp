@@ -184,7 +184,7 @@ class Parser {
       return make_var(*v, t.pos, t.len);
     }
     // Function and shorthand names are keywords only before '(': a param may be called
-    // `window` (DESIGN §3's own example), and `window(l, r)` is still the shorthand.
+    // `window` (the README's own example), and `window(l, r)` is still the shorthand.
     if (auto f = fn_from_name(s); f && call) {
       next();
       auto args = parse_args(t, Tok::RParen, "arguments");

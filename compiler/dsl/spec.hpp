@@ -1,4 +1,4 @@
-// Spec: the validated, internal description of one attention variant (DESIGN §3).
+// Spec: the validated, internal description of one attention variant.
 #pragma once
 
 #include <string>

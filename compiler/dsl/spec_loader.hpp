@@ -1,4 +1,4 @@
-// Reads a YAML spec (DESIGN §3) into a validated Spec, reporting every error with its key path.
+// Reads a YAML spec into a validated Spec, reporting every error with its key path.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// Resolves names and checks types of a parsed expression (i32, f32, bool; DESIGN §3).
+// Resolves names and checks types of a parsed expression (i32, f32, bool).
 #pragma once
 
 #include <vector>

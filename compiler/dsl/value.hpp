@@ -1,4 +1,4 @@
-// Scalar types and values of the expression language (DESIGN §3: i32, f32, bool).
+// Scalar types and values of the expression language (i32, f32, bool).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-/* flashjit C ABI: compile attention specs and run the forward pass from C or any FFI (DESIGN §5).
+/* flashjit C ABI: compile attention specs and run the forward pass from C or any FFI.
  *
  * Rules of this interface:
  * - Every function that can fail returns an fj_status; on failure fj_last_error() holds a
@@ -75,7 +75,7 @@ typedef struct fj_block_map fj_block_map; /* opaque; a mask's key-tile lists on 
 FJ_API fj_status fj_runtime_create(int device, fj_runtime** out);
 FJ_API void fj_runtime_destroy(fj_runtime* runtime);
 
-/* Compiles a YAML spec (DSL text, DESIGN §3) for the runtime's device and loads it.
+/* Compiles a YAML spec (DSL text, README "Specs") for the runtime's device and loads it.
    FJ_ERR_SPEC with file:line:col messages for a bad spec. */
 FJ_API fj_status fj_compile(fj_runtime* runtime, const char* spec_yaml, fj_kernel** out);
 FJ_API void fj_kernel_destroy(fj_kernel* kernel);

@@ -20,7 +20,7 @@ namespace flashjit {
 
 // ---- errors -------------------------------------------------------------------------------------
 
-// What went wrong, coarse enough to map onto the CLI's exit codes (DESIGN §7).
+// What went wrong, coarse enough to map onto the CLI's exit codes.
 enum class ErrorKind {
   spec,      // the spec or a request is malformed or asks for something unsupported (exit 2)
   usage,     // bad arguments to an API call: shapes, strides, alignment (exit 2)
@@ -64,7 +64,7 @@ struct TuneSpace {
   std::vector<int> block_m, block_n, num_warps, num_stages;
 };
 
-// The attention variant (DESIGN §3). `mask` is a bool expression of b, h, h_kv, q, kv, seq_q,
+// The attention variant (README, "Specs"). `mask` is a bool expression of b, h, h_kv, q, kv, seq_q,
 // seq_kv, params and tensors ("none" = every key visible; shorthands causal, causal_br,
 // window(l, r), prefix(n), document(t)); `score` an f32 expression of `score` ("score" = identity).
 struct FLASHJIT_API AttentionSpec {
@@ -322,7 +322,7 @@ struct VersionInfo {
 };
 FLASHJIT_API VersionInfo versions();
 
-// Every FLASHJIT_* environment variable, typed and documented (one registry, DESIGN §7).
+// Every FLASHJIT_* environment variable, typed and documented (one registry).
 struct KnobInfo {
   std::string name;
   std::string type;    // "string" | "enum" | "path"

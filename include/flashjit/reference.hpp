@@ -58,10 +58,10 @@ FLASHJIT_API Rows attention_fp64(const Problem& p, const std::vector<RowId>& row
 // What a plain same-dtype implementation computes: S = QKᵀ (fp32 accumulation) rounded to dtype,
 // scaled and score-modified in dtype, softmax in fp32, P rounded to dtype, O = PV (fp32
 // accumulation) rounded to dtype. Its error
-// against fp64 is the yardstick of the FlashAttention numerics rule (DESIGN §8).
+// against fp64 is the yardstick of the FlashAttention numerics rule (docs/architecture.md).
 FLASHJIT_API Rows attention_same_dtype(const Problem& p, const std::vector<RowId>& rows);
 
-// The DESIGN §8 verdict for one output tensor (BSHD, dtype bits) against the references.
+// The numerics verdict for one output tensor (BSHD, dtype bits) against the references.
 struct Verdict {
   bool ok = false;
   double max_err = 0;          // kernel vs fp64
