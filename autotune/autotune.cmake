@@ -8,7 +8,6 @@
 # flashjit_autotune)` links an object library's objects directly (CMake >= 3.12).
 
 set(FLASHJIT_AUTOTUNE_SOURCES
-  ${CMAKE_SOURCE_DIR}/autotune/sha256.cpp
   ${CMAKE_SOURCE_DIR}/autotune/durable_file.cpp
   ${CMAKE_SOURCE_DIR}/autotune/json_text.cpp
   ${CMAKE_SOURCE_DIR}/autotune/kernel_entry.cpp
@@ -36,8 +35,11 @@ target_compile_options(flashjit_autotune PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-r
 # libflashjit.so compiles support/*.cpp itself; the tests get their own copy so that they link
 # without the library (whose internal symbols are hidden) and without duplicate definitions.
 add_library(flashjit_support_for_tests STATIC
-  ${CMAKE_SOURCE_DIR}/support/text.cpp ${CMAKE_SOURCE_DIR}/support/knobs.cpp ${CMAKE_SOURCE_DIR}/support/log.cpp)
+  ${CMAKE_SOURCE_DIR}/support/text.cpp ${CMAKE_SOURCE_DIR}/support/knobs.cpp ${CMAKE_SOURCE_DIR}/support/log.cpp
+  ${CMAKE_SOURCE_DIR}/support/hash.cpp)
 target_include_directories(flashjit_support_for_tests PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/include)
+target_include_directories(flashjit_support_for_tests SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})
+target_link_libraries(flashjit_support_for_tests PRIVATE ${LLVM_SUPPORT_LIBS})
 
 enable_testing()
 if(NOT TARGET Catch2::Catch2)
