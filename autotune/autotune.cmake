@@ -1,4 +1,5 @@
-# The caches and the autotuner's search (issue 5): no LLVM, no CUDA; only yaml-cpp and support/.
+# The caches and the autotuner's search (issue 5): no CUDA; of LLVM only LLVM Support (static);
+# yaml-cpp and support/.
 # Included by the top-level CMakeLists.txt, which links flashjit_autotune into libflashjit.so.
 #
 # flashjit_autotune is an OBJECT library, not a STATIC one: libflashjit.so links with
@@ -29,6 +30,8 @@ target_include_directories(flashjit_autotune PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_
 # FLASHJIT_BUILDING turns FLASHJIT_API into visibility("default") for the functions the CLI uses.
 target_compile_definitions(flashjit_autotune PRIVATE FLASHJIT_BUILDING=1 _GNU_SOURCE)
 target_link_libraries(flashjit_autotune PUBLIC ${YAML_CPP_LIB})
+target_include_directories(flashjit_autotune SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})
+target_link_libraries(flashjit_autotune PRIVATE ${LLVM_SUPPORT_LIBS})
 target_compile_options(flashjit_autotune PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 
 # ---- tests ---------------------------------------------------------------------------------
