@@ -39,7 +39,7 @@ target_compile_options(flashjit_autotune PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-r
 # without the library (whose internal symbols are hidden) and without duplicate definitions.
 add_library(flashjit_support_for_tests STATIC
   ${CMAKE_SOURCE_DIR}/support/text.cpp ${CMAKE_SOURCE_DIR}/support/knobs.cpp ${CMAKE_SOURCE_DIR}/support/log.cpp
-  ${CMAKE_SOURCE_DIR}/support/hash.cpp)
+  ${CMAKE_SOURCE_DIR}/support/hash.cpp ${CMAKE_SOURCE_DIR}/support/clock.cpp)
 target_include_directories(flashjit_support_for_tests PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/include)
 target_include_directories(flashjit_support_for_tests SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})
 target_link_libraries(flashjit_support_for_tests PRIVATE ${LLVM_SUPPORT_LIBS})

@@ -8,6 +8,7 @@
 #include "autotune/durable_file.hpp"
 #include "autotune/json_text.hpp"
 #include "autotune/tuning_cache.hpp"
+#include "support/clock.hpp"
 
 namespace flashjit::autotune {
 namespace {
@@ -161,7 +162,7 @@ int cmd_show(const CacheCommandEnv& env, const std::string& key, bool json, std:
   if (json) {
     out << "{\"hash\": " << json_quote(hash) << ", \"entry\": " << json_quote(a.entry) << ", \"threads\": " << a.threads
         << ", \"shared_bytes\": " << a.shared_bytes << ", \"registers\": " << a.registers
-        << ", \"spill_bytes\": " << a.spill_bytes << ", \"created\": " << json_quote(iso8601_utc(a.created_unix))
+        << ", \"spill_bytes\": " << a.spill_bytes << ", \"created\": " << json_quote(utc_iso8601(a.created_unix))
         << ", \"ptx_bytes\": " << a.ptx.size() << ", \"cubin_bytes\": " << a.cubin.size()
         << ", \"key\": " << json_quote(k.key_text) << "}\n";
     return 0;
@@ -170,7 +171,7 @@ int cmd_show(const CacheCommandEnv& env, const std::string& key, bool json, std:
       << "  entry      " << a.entry << "\n"
       << "  threads    " << a.threads << ", shared " << a.shared_bytes << " B, registers " << a.registers
       << ", spills " << a.spill_bytes << " B\n"
-      << "  created    " << iso8601_utc(a.created_unix) << "\n"
+      << "  created    " << utc_iso8601(a.created_unix) << "\n"
       << "  sizes      PTX " << bytes_text(a.ptx.size()) << ", cubin " << bytes_text(a.cubin.size()) << "\n"
       << "  key\n" << k.key_text << (k.key_text.empty() || k.key_text.back() == '\n' ? "" : "\n");
   return 0;
