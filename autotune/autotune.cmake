@@ -1,4 +1,5 @@
-# The caches and the autotuner's search (issue 5): no LLVM, no CUDA; only yaml-cpp and support/.
+# The caches and the autotuner's search (issue 5): no CUDA; of LLVM only LLVM Support (static);
+# yaml-cpp and support/.
 # Included by the top-level CMakeLists.txt, which links flashjit_autotune into libflashjit.so.
 #
 # flashjit_autotune is an OBJECT library, not a STATIC one: libflashjit.so links with
@@ -8,9 +9,7 @@
 # flashjit_autotune)` links an object library's objects directly (CMake >= 3.12).
 
 set(FLASHJIT_AUTOTUNE_SOURCES
-  ${CMAKE_SOURCE_DIR}/autotune/sha256.cpp
   ${CMAKE_SOURCE_DIR}/autotune/durable_file.cpp
-  ${CMAKE_SOURCE_DIR}/autotune/json_text.cpp
   ${CMAKE_SOURCE_DIR}/autotune/kernel_entry.cpp
   ${CMAKE_SOURCE_DIR}/autotune/compile_cache.cpp
   ${CMAKE_SOURCE_DIR}/autotune/tuning_key.cpp
@@ -30,14 +29,19 @@ target_include_directories(flashjit_autotune PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_
 # FLASHJIT_BUILDING turns FLASHJIT_API into visibility("default") for the functions the CLI uses.
 target_compile_definitions(flashjit_autotune PRIVATE FLASHJIT_BUILDING=1 _GNU_SOURCE)
 target_link_libraries(flashjit_autotune PUBLIC ${YAML_CPP_LIB})
+target_include_directories(flashjit_autotune SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})
+target_link_libraries(flashjit_autotune PRIVATE ${LLVM_SUPPORT_LIBS})
 target_compile_options(flashjit_autotune PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 
 # ---- tests ---------------------------------------------------------------------------------
 # libflashjit.so compiles support/*.cpp itself; the tests get their own copy so that they link
 # without the library (whose internal symbols are hidden) and without duplicate definitions.
 add_library(flashjit_support_for_tests STATIC
-  ${CMAKE_SOURCE_DIR}/support/text.cpp ${CMAKE_SOURCE_DIR}/support/knobs.cpp ${CMAKE_SOURCE_DIR}/support/log.cpp)
+  ${CMAKE_SOURCE_DIR}/support/text.cpp ${CMAKE_SOURCE_DIR}/support/knobs.cpp ${CMAKE_SOURCE_DIR}/support/log.cpp
+  ${CMAKE_SOURCE_DIR}/support/hash.cpp ${CMAKE_SOURCE_DIR}/support/clock.cpp)
 target_include_directories(flashjit_support_for_tests PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/include)
+target_include_directories(flashjit_support_for_tests SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})
+target_link_libraries(flashjit_support_for_tests PRIVATE ${LLVM_SUPPORT_LIBS})
 
 enable_testing()
 if(NOT TARGET Catch2::Catch2)
@@ -49,6 +53,7 @@ file(GLOB FLASHJIT_AUTOTUNE_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/t
 add_executable(flashjit_autotune_tests ${FLASHJIT_AUTOTUNE_TEST_SOURCES})
 target_link_libraries(flashjit_autotune_tests PRIVATE flashjit_autotune flashjit_support_for_tests Catch2::Catch2
                       Threads::Threads)
+target_include_directories(flashjit_autotune_tests SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})  # JSON checks
 target_compile_options(flashjit_autotune_tests PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 # "autotune." prefix: `ctest -R autotune` selects exactly these tests.
 catch_discover_tests(flashjit_autotune_tests TEST_PREFIX "autotune.")

@@ -1,13 +1,16 @@
 #include "autotune/cache_command.hpp"
 
+#include <llvm/Support/JSON.h>
+
 #include <cstdio>
 #include <ctime>
 #include <ostream>
 
 #include "autotune/compile_cache.hpp"
 #include "autotune/durable_file.hpp"
-#include "autotune/json_text.hpp"
 #include "autotune/tuning_cache.hpp"
+#include "support/clock.hpp"
+#include "support/json.hpp"
 
 namespace flashjit::autotune {
 namespace {
@@ -51,30 +54,87 @@ std::string pad(std::string s, size_t width) {
   return s;
 }
 
-std::string gpu_json(const GpuIdentity& g) {
-  return "{\"name\": " + json_quote(g.name) + ", \"sm_count\": " + std::to_string(g.sm_count) +
-         ", \"compute_capability\": " + json_quote(std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)) +
-         ", \"driver_version\": " + std::to_string(g.driver_version) + ", \"identity\": " + json_quote(g.str()) + "}";
+void gpu_attributes(llvm::json::OStream& j, const GpuIdentity& g) {
+  j.attribute("name", g.name);
+  j.attribute("sm_count", g.sm_count);
+  j.attribute("compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor));
+  j.attribute("driver_version", g.driver_version);
+  j.attribute("identity", g.str());
 }
 
-std::string record_json(const GpuIdentity& g, const TuningRecord& r) {
+void bucket_attributes(llvm::json::OStream& j, const ShapeBucket& b) {
+  j.attribute("seq_q", b.seq_q);
+  j.attribute("seq_kv", b.seq_kv);
+  j.attribute("batch_heads", b.batch_heads);
+  j.attribute("d_qk", b.d_qk);
+  j.attribute("d_v", b.d_v);
+  j.attribute("name", b.str());
+}
+
+void write_runner_up(llvm::json::OStream& j, const TrialRecord& t) {
+  j.object([&] {
+    j.attribute("config", config_name(t.config));
+    if (t.ok) j.attribute("median_ms", number_or_null(t.median_ms));
+    else j.attribute("failed", t.failure);
+  });
+}
+
+void write_record(llvm::json::OStream& j, const GpuIdentity& g, const TuningRecord& r) {
   const TuningEntry& e = r.entry;
-  const ShapeBucket& b = r.key.bucket;
-  std::string j = "{\"id\": " + json_quote(record_id(g, r)) + ", \"gpu\": " + gpu_json(g) +
-                  ", \"spec_name\": " + json_quote(e.spec_name) + ", \"spec_hash\": " + json_quote(r.key.spec_hash) +
-                  ", \"bucket\": {\"seq_q\": " + std::to_string(b.seq_q) + ", \"seq_kv\": " + std::to_string(b.seq_kv) +
-                  ", \"batch_heads\": " + std::to_string(b.batch_heads) + ", \"d_qk\": " + std::to_string(b.d_qk) +
-                  ", \"d_v\": " + std::to_string(b.d_v) + ", \"name\": " + json_quote(b.str()) + "}" +
-                  ", \"config\": " + json_quote(config_name(e.best)) + ", \"median_ms\": " + json_number(e.median_ms) +
-                  ", \"p20_ms\": " + json_number(e.p20_ms) + ", \"p80_ms\": " + json_number(e.p80_ms) +
-                  ", \"date\": " + json_quote(e.date) + ", \"flashjit_version\": " + json_quote(e.flashjit_version) +
-                  ", \"mode\": " + json_quote(e.mode) + ", \"runners_up\": [";
-  for (size_t i = 0; i < e.runners_up.size(); ++i) {
-    const TrialRecord& t = e.runners_up[i];
-    j += std::string(i ? ", " : "") + "{\"config\": " + json_quote(config_name(t.config)) +
-         (t.ok ? ", \"median_ms\": " + json_number(t.median_ms) : ", \"failed\": " + json_quote(t.failure)) + "}";
-  }
-  return j + "]}";
+  j.object([&] {
+    j.attribute("id", record_id(g, r));
+    j.attributeObject("gpu", [&] { gpu_attributes(j, g); });
+    j.attribute("spec_name", e.spec_name);
+    j.attribute("spec_hash", r.key.spec_hash);
+    j.attributeObject("bucket", [&] { bucket_attributes(j, r.key.bucket); });
+    j.attribute("config", config_name(e.best));
+    j.attribute("median_ms", number_or_null(e.median_ms));
+    j.attribute("p20_ms", number_or_null(e.p20_ms));
+    j.attribute("p80_ms", number_or_null(e.p80_ms));
+    j.attribute("date", e.date);
+    j.attribute("flashjit_version", e.flashjit_version);
+    j.attribute("mode", e.mode);
+    j.attributeArray("runners_up", [&] {
+      for (const TrialRecord& t : e.runners_up) write_runner_up(j, t);
+    });
+  });
+}
+
+std::string list_json(const CacheCommandEnv& env, const std::vector<TuningFile>& files, const CompileCache& kernels,
+                      const CompileCacheStats& ks) {
+  return json_document([&](llvm::json::OStream& j) {
+    j.object([&] {
+      j.attribute("cache_dir", env.cache_root);
+      j.attributeArray("tuning", [&] {
+        for (const TuningFile& f : files)
+          for (const TuningRecord& r : f.records) write_record(j, f.gpu, r);
+      });
+      j.attributeObject("kernels", [&] {
+        j.attribute("dir", kernels.dir());
+        j.attribute("count", ks.entries);
+        j.attribute("bytes", ks.bytes);
+        j.attribute("max_bytes", ks.max_bytes);
+      });
+    });
+  });
+}
+
+std::string kernel_json(const std::string& hash, const DecodedKernelEntry& k) {
+  const KernelArtifacts& a = k.artifacts;
+  return json_document([&](llvm::json::OStream& j) {
+    j.object([&] {
+      j.attribute("hash", hash);
+      j.attribute("entry", a.entry);
+      j.attribute("threads", a.threads);
+      j.attribute("shared_bytes", a.shared_bytes);
+      j.attribute("registers", a.registers);
+      j.attribute("spill_bytes", a.spill_bytes);
+      j.attribute("created", utc_iso8601(a.created_unix));
+      j.attribute("ptx_bytes", a.ptx.size());
+      j.attribute("cubin_bytes", a.cubin.size());
+      j.attribute("key", k.key_text);
+    });
+  });
 }
 
 int cmd_list(const CacheCommandEnv& env, bool json, std::ostream& out) {
@@ -83,15 +143,7 @@ int cmd_list(const CacheCommandEnv& env, bool json, std::ostream& out) {
   std::vector<TuningFile> files = tuning.load_all();
   CompileCacheStats ks = kernels.stats();
   if (json) {
-    out << "{\"cache_dir\": " << json_quote(env.cache_root) << ", \"tuning\": [";
-    bool first = true;
-    for (const TuningFile& f : files)
-      for (const TuningRecord& r : f.records) {
-        out << (first ? "" : ", ") << record_json(f.gpu, r);
-        first = false;
-      }
-    out << "], \"kernels\": {\"dir\": " << json_quote(kernels.dir()) << ", \"count\": " << ks.entries
-        << ", \"bytes\": " << ks.bytes << ", \"max_bytes\": " << ks.max_bytes << "}}\n";
+    out << list_json(env, files, kernels, ks) << "\n";
     return 0;
   }
   size_t n = 0;
@@ -130,7 +182,7 @@ int cmd_show(const CacheCommandEnv& env, const std::string& key, bool json, std:
     const auto& [g, r] = hits[0];
     const TuningEntry& e = r.entry;
     if (json) {
-      out << record_json(g, r) << "\n";
+      out << json_document([&](llvm::json::OStream& j) { write_record(j, g, r); }) << "\n";
       return 0;
     }
     out << "tuning entry " << record_id(g, r) << "\n"
@@ -159,18 +211,14 @@ int cmd_show(const CacheCommandEnv& env, const std::string& key, bool json, std:
   const KernelArtifacts& a = k.artifacts;
   std::string hash = CompileCache::hash_key(k.key_text);
   if (json) {
-    out << "{\"hash\": " << json_quote(hash) << ", \"entry\": " << json_quote(a.entry) << ", \"threads\": " << a.threads
-        << ", \"shared_bytes\": " << a.shared_bytes << ", \"registers\": " << a.registers
-        << ", \"spill_bytes\": " << a.spill_bytes << ", \"created\": " << json_quote(iso8601_utc(a.created_unix))
-        << ", \"ptx_bytes\": " << a.ptx.size() << ", \"cubin_bytes\": " << a.cubin.size()
-        << ", \"key\": " << json_quote(k.key_text) << "}\n";
+    out << kernel_json(hash, k) << "\n";
     return 0;
   }
   out << "compiled kernel " << hash << "\n"
       << "  entry      " << a.entry << "\n"
       << "  threads    " << a.threads << ", shared " << a.shared_bytes << " B, registers " << a.registers
       << ", spills " << a.spill_bytes << " B\n"
-      << "  created    " << iso8601_utc(a.created_unix) << "\n"
+      << "  created    " << utc_iso8601(a.created_unix) << "\n"
       << "  sizes      PTX " << bytes_text(a.ptx.size()) << ", cubin " << bytes_text(a.cubin.size()) << "\n"
       << "  key\n" << k.key_text << (k.key_text.empty() || k.key_text.back() == '\n' ? "" : "\n");
   return 0;

@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "autotune/durable_file.hpp"
-#include "autotune/sha256.hpp"
+#include "support/hash.hpp"
 #include "support/log.hpp"
 
 namespace fs = std::filesystem;

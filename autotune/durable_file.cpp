@@ -129,12 +129,4 @@ FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);  // close(2) releases the flock
 }
 
-std::string iso8601_utc(std::time_t t) {
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace flashjit::autotune

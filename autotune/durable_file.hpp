@@ -45,7 +45,4 @@ class FileLock {
   int fd_ = -1;
 };
 
-// "2026-12-01T10:20:30Z" for `t` (UTC), ISO 8601.
-std::string iso8601_utc(std::time_t t);
-
 }  // namespace flashjit::autotune

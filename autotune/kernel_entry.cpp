@@ -1,6 +1,7 @@
 #include "autotune/kernel_entry.hpp"
 
-#include <bit>
+#include <llvm/Support/xxhash.h>
+
 #include <charconv>
 #include <cstring>
 #include <vector>
@@ -25,14 +26,7 @@ uint64_t get_le(std::string_view b, size_t at, int bytes) {
   return v;
 }
 
-uint64_t mix(uint64_t h) {  // the murmur3 finaliser: every input bit affects every output bit
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
-}
+uint64_t checksum(std::string_view body) { return llvm::xxh3_64bits(llvm::StringRef(body)); }
 
 std::string encode_meta(const KernelArtifacts& a) {
   for (char c : a.entry)
@@ -77,20 +71,6 @@ std::string decode_meta(std::string_view meta, KernelArtifacts& a) {
 
 }  // namespace
 
-uint64_t checksum64(std::string_view data) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ data.size();
-  size_t i = 0;
-  for (; i + 8 <= data.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, data.data() + i, 8);
-    if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);  // files are little-endian
-    h = (h ^ mix(w)) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
-  }
-  uint64_t last = 0;
-  for (size_t k = 0; i < data.size(); ++i, ++k) last |= uint64_t(uint8_t(data[i])) << (8 * k);
-  return mix(h ^ mix(last));
-}
-
 std::string encode_kernel_entry(std::string_view key_text, const KernelArtifacts& artifacts, uint32_t version) {
   std::string meta = encode_meta(artifacts);
   std::string body;
@@ -103,7 +83,7 @@ std::string encode_kernel_entry(std::string_view key_text, const KernelArtifacts
   put_u64(out, meta.size());
   put_u64(out, artifacts.ptx.size());
   put_u64(out, artifacts.cubin.size());
-  put_u64(out, checksum64(body));
+  put_u64(out, checksum(body));
   put_u64(out, 0);
   out += body;
   return out;
@@ -130,7 +110,7 @@ DecodeResult decode_kernel_entry(std::string_view b) {
     return r.error = "file has " + std::to_string(b.size()) + " bytes, header announces " + std::to_string(total) +
                      " (truncated?)", r;
   std::string_view body = b.substr(kHeaderSize);
-  if (checksum64(body) != get_le(b, 48, 8)) return r.error = "checksum mismatch (corrupted file)", r;
+  if (checksum(body) != get_le(b, 48, 8)) return r.error = "checksum mismatch (corrupted file)", r;
   DecodedKernelEntry e;
   size_t at = 0;
   e.key_text = std::string(body.substr(at, len[0]));

@@ -10,7 +10,7 @@
 namespace flashjit::autotune {
 
 // Bump when the layout below or the meaning of a field changes; files of other versions are misses.
-constexpr uint32_t kCompileCacheFormatVersion = 1;
+constexpr uint32_t kCompileCacheFormatVersion = 2;
 
 struct KernelArtifacts {
   std::string entry;         // PTX entry point name
@@ -23,16 +23,13 @@ struct KernelArtifacts {
   std::string cubin;         // may be empty (e.g. compiled on a machine without a driver)
 };
 
-// A fast 64-bit checksum (word-at-a-time multiply/xor-shift). It detects torn or bit-rotted files;
-// it is not a cryptographic hash (file names use SHA-256 of the key for that).
-uint64_t checksum64(std::string_view data);
-
 // File layout (all integers little-endian):
 //   0  "FJKERNEL"    8 bytes magic
 //   8  u32 version   kCompileCacheFormatVersion
 //  12  u32 header    64 (header size, so a later version can grow it)
 //  16  u64 key_len, meta_len, ptx_len, cubin_len
-//  48  u64 checksum64(key | meta | ptx | cubin)
+//  48  u64 llvm::xxh3_64bits(key | meta | ptx | cubin): detects torn or bit-rotted files; it is
+//      not a cryptographic hash (file names use SHA-256 of the key for that)
 //  56  u64 reserved (0)
 //  64  key text | metadata ("name=value\n" lines) | PTX | cubin
 // `version` is a parameter so tests can write files of another format version.

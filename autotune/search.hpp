@@ -13,6 +13,10 @@
 #include "autotune/tuning_key.hpp"
 #include "flashjit/flashjit.hpp"
 
+namespace llvm::json {
+class OStream;
+}
+
 namespace flashjit::autotune {
 
 // The values each tile parameter may take (the template's, narrowed by the spec's `tune` section).
@@ -85,7 +89,10 @@ SearchResult run_search(const SearchSpace& space, const SearchOptions& options, 
 
 // The ranking table (measured first by median, then failures with reasons, then pruned counts).
 void print_search_summary(std::ostream& out, const SearchResult& result);
-// Machine-readable form: {"mode", "best", "measured", "median_ms", ..., "candidates": [...]}.
+// Machine-readable form: {"mode", "best", "measured", "median_ms", ..., "candidates": [...]}, written
+// as one value of `json` so that a larger document can hold it.
+void write_search_result(llvm::json::OStream& json, const SearchResult& result);
+// The same as a document of its own.
 std::string search_result_json(const SearchResult& result);
 // What the tuning cache keeps of a measured result: the best config with its median and spread,
 // and the runner-up table (every other timed config by median, then failures with reasons).

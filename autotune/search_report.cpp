@@ -1,14 +1,44 @@
 // The autotuner's reports: the final ranking table (stderr) and the JSON form (--json).
+#include <llvm/Support/JSON.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
 
-#include "autotune/json_text.hpp"
 #include "autotune/search.hpp"
 #include "autotune/tuning_key.hpp"
+#include "support/json.hpp"
 
 namespace flashjit::autotune {
+namespace {
+
+void config_attributes(llvm::json::OStream& j, const TileConfig& c) {
+  j.attribute("block_m", c.block_m);
+  j.attribute("block_n", c.block_n);
+  j.attribute("num_warps", c.num_warps);
+  j.attribute("num_stages", c.num_stages);
+  j.attribute("name", config_name(c));
+}
+
+// median_ms, p20_ms, p80_ms of `m`; null when `timed` is false.
+void time_attributes(llvm::json::OStream& j, const Measurement& m, bool timed) {
+  j.attribute("median_ms", number_or_null(timed ? m.median_ms : NAN));
+  j.attribute("p20_ms", number_or_null(timed ? m.p20_ms : NAN));
+  j.attribute("p80_ms", number_or_null(timed ? m.p80_ms : NAN));
+}
+
+void write_candidate(llvm::json::OStream& j, const Candidate& c) {
+  j.object([&] {
+    j.attributeObject("config", [&] { config_attributes(j, c.config); });
+    j.attribute("status", candidate_status_name(c.status));
+    time_attributes(j, c.m, c.m.ok);
+    j.attribute("binary_hash", c.m.binary_hash);
+    j.attribute("note", c.note);
+  });
+}
+
+}  // namespace
 
 void print_search_summary(std::ostream& out, const SearchResult& r) {
   std::vector<const Candidate*> rows;
@@ -49,31 +79,25 @@ void print_search_summary(std::ostream& out, const SearchResult& r) {
   out << r.summary << "\n" << std::flush;
 }
 
+void write_search_result(llvm::json::OStream& j, const SearchResult& r) {
+  j.object([&] {
+    j.attribute("mode", tune_mode_name(r.mode));
+    j.attributeObject("best", [&] { config_attributes(j, r.best); });
+    j.attribute("measured", r.measured);
+    time_attributes(j, r.best_m, r.measured);
+    j.attribute("selected", r.selected);
+    j.attribute("timed", r.timed);
+    j.attribute("deadline_hit", r.deadline_hit);
+    j.attribute("elapsed_s", number_or_null(r.elapsed_s));
+    j.attribute("summary", r.summary);
+    j.attributeArray("candidates", [&] {
+      for (const Candidate& c : r.candidates) write_candidate(j, c);
+    });
+  });
+}
+
 std::string search_result_json(const SearchResult& r) {
-  auto config = [](const TileConfig& c) {
-    return "{\"block_m\": " + std::to_string(c.block_m) + ", \"block_n\": " + std::to_string(c.block_n) +
-           ", \"num_warps\": " + std::to_string(c.num_warps) + ", \"num_stages\": " + std::to_string(c.num_stages) +
-           ", \"name\": " + json_quote(config_name(c)) + "}";
-  };
-  std::string j = "{\"mode\": " + json_quote(tune_mode_name(r.mode)) + ", \"best\": " + config(r.best) +
-                  ", \"measured\": " + (r.measured ? "true" : "false") +
-                  ", \"median_ms\": " + json_number(r.measured ? r.best_m.median_ms : NAN) +
-                  ", \"p20_ms\": " + json_number(r.measured ? r.best_m.p20_ms : NAN) +
-                  ", \"p80_ms\": " + json_number(r.measured ? r.best_m.p80_ms : NAN) +
-                  ", \"selected\": " + std::to_string(r.selected) + ", \"timed\": " + std::to_string(r.timed) +
-                  ", \"deadline_hit\": " + (r.deadline_hit ? "true" : "false") +
-                  ", \"elapsed_s\": " + json_number(r.elapsed_s) + ", \"summary\": " + json_quote(r.summary) +
-                  ", \"candidates\": [";
-  for (size_t i = 0; i < r.candidates.size(); ++i) {
-    const Candidate& c = r.candidates[i];
-    j += i ? ", " : "";
-    j += "{\"config\": " + config(c.config) + ", \"status\": " + json_quote(candidate_status_name(c.status)) +
-         ", \"median_ms\": " + json_number(c.m.ok ? c.m.median_ms : NAN) +
-         ", \"p20_ms\": " + json_number(c.m.ok ? c.m.p20_ms : NAN) +
-         ", \"p80_ms\": " + json_number(c.m.ok ? c.m.p80_ms : NAN) + ", \"binary_hash\": " + json_quote(c.m.binary_hash) +
-         ", \"note\": " + json_quote(c.note) + "}";
-  }
-  return j + "]}";
+  return json_document([&](llvm::json::OStream& j) { write_search_result(j, r); });
 }
 
 TuningEntry tuning_entry_from(const SearchResult& r, const std::string& spec_name) {

@@ -11,6 +11,7 @@
 
 #include "autotune/durable_file.hpp"
 #include "autotune/tuning_yaml.hpp"
+#include "support/clock.hpp"
 #include "support/log.hpp"
 
 namespace fs = std::filesystem;
@@ -30,17 +31,6 @@ bool same_slot(const TuningRecord& a, const TuningRecord& b) {
   return a.key == b.key && a.entry.flashjit_version == b.entry.flashjit_version;
 }
 
-// "20261201T102030.123456789Z": sortable, unique enough that two move-asides never collide.
-std::string compact_timestamp() {
-  timespec ts = now_realtime();
-  std::tm tm{};
-  ::gmtime_r(&ts.tv_sec, &tm);
-  char buf[48];
-  size_t n = std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%09ldZ", static_cast<long>(ts.tv_nsec));
-  return buf;
-}
-
 }  // namespace
 
 TuningCache::TuningCache(std::string cache_root, std::string flashjit_version)
@@ -49,7 +39,8 @@ TuningCache::TuningCache(std::string cache_root, std::string flashjit_version)
 std::string TuningCache::path_for(const GpuIdentity& gpu) const { return dir_ + "/" + gpu.file_stem() + ".yaml"; }
 
 void TuningCache::move_aside(const std::string& path, const std::string& why) const {
-  std::string aside = path + ".corrupt-" + compact_timestamp();
+  // Nanoseconds make the name unique enough that two move-asides never collide.
+  std::string aside = path + ".corrupt-" + utc_iso8601_basic_ns(now_realtime());
   if (::rename(path.c_str(), aside.c_str()) == 0)
     log::warn("tuning cache: " + why + "; moved it to " + aside + " and started a fresh file");
   else
@@ -102,7 +93,7 @@ std::optional<TuningEntry> TuningCache::lookup(const GpuIdentity& gpu, const Tun
 
 void TuningCache::store(const GpuIdentity& gpu, const TuningKey& key, TuningEntry entry) const {
   entry.flashjit_version = version_;
-  if (entry.date.empty()) entry.date = iso8601_utc(std::time(nullptr));
+  if (entry.date.empty()) entry.date = utc_iso8601(std::time(nullptr));
   ensure_dir(dir_);
   const std::string path = path_for(gpu);
   FileLock lock(lock_path(path));

@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "autotune/sha256.hpp"
+#include "support/hash.hpp"
 
 namespace flashjit::autotune {
 

@@ -3,10 +3,10 @@
 #include <atomic>
 #include <chrono>
 
-#include "autotune/sha256.hpp"
 #include "compiler/dsl/desugar.hpp"
 #include "compiler/dsl/printer.hpp"
 #include "compiler/spec_bridge.hpp"
+#include "support/hash.hpp"
 
 namespace flashjit {
 
@@ -27,7 +27,7 @@ AnalyzedSpecPtr analyze_spec(const AttentionSpec& spec) {
   dsl::Spec unnamed = a->dsl;
   unnamed.name.clear();
   a->canonical_unnamed = unnamed.canonical();
-  a->spec_hash = autotune::sha256_hex(a->canonical_unnamed).substr(0, 16);
+  a->spec_hash = sha256_hex(a->canonical_unnamed).substr(0, 16);
   const auto* tensors = &a->dsl.tensors;
   if (a->dsl.mask) {
     a->mask = dsl::desugar(a->dsl.mask, tensors);

@@ -2,8 +2,8 @@
 
 #include <llvm/Config/llvm-config.h>
 
-#include "autotune/sha256.hpp"
 #include "compiler/codegen/target.hpp"
+#include "support/hash.hpp"
 
 namespace flashjit {
 
@@ -15,7 +15,7 @@ KernelKey make_kernel_key(const AnalyzedSpec& spec, const KernelPlan& plan, cons
   k.text = std::string("flashjit=") + FLASHJIT_VERSION + "\nllvm=" + LLVM_VERSION_STRING +
            "\nptx_isa=" + codegen::ptx_isa_version(arch) + "\narch=" + arch + "\ntemplates=" + templates +
            "\nvariant=" + plan.variant() + "\nconfig=" + config.str() + "\nspec:\n" + spec.canonical_unnamed;
-  k.hash = autotune::sha256_hex(k.text).substr(0, 16);
+  k.hash = sha256_hex(k.text).substr(0, 16);
   return k;
 }
 

@@ -2,7 +2,8 @@
 # Builds the DSL fuzz targets with clang (libFuzzer + ASan + UBSan) and runs each for a
 # bounded time with a fixed seed over the checked-in corpus. Exit 0 = no crash, hang,
 # leak or sanitizer report. Usage: fuzz/run.sh [BUILD_DIR]   (FUZZ_SECONDS=N to change
-# the time per target; default 15). Needs Debian packages clang-14 and libclang-rt-14-dev.
+# the time per target; default 15). Needs Debian packages clang-14, libclang-rt-14-dev and
+# llvm-19-dev (the front end writes JSON with LLVM Support, linked statically).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +25,12 @@ if [[ -z "$YAML_A" || ! -f "$YAML_A" ]]; then
   echo "fuzz/run.sh: libyaml-cpp.a not found; install the Debian package libyaml-cpp-dev" >&2
   exit 1
 fi
+LLVM_CONFIG="$(command -v llvm-config-19 || echo /usr/lib/llvm-19/bin/llvm-config)"
+if [[ ! -x "$LLVM_CONFIG" ]]; then
+  echo "fuzz/run.sh: llvm-config-19 not found; install the Debian package llvm-19-dev" >&2
+  exit 1
+fi
+read -r -a LLVM_SUPPORT <<< "$("$LLVM_CONFIG" --link-static --libfiles support)"
 
 mkdir -p "$BUILD/obj"
 # libFuzzer's runtime ships in libclang-rt-14-dev; probe it with a trivial target first so
@@ -36,7 +43,7 @@ if ! "$CXX" -fsanitize=fuzzer,address,undefined "$PROBE" -o "$BUILD/probe" 2> "$
   exit 1
 fi
 
-FLAGS=(-std=c++20 -O1 -g -fno-omit-frame-pointer -I"$ROOT"
+FLAGS=(-std=c++20 -O1 -g -fno-omit-frame-pointer -I"$ROOT" -isystem "$("$LLVM_CONFIG" --includedir)"
        -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 SOURCES=()
 for f in "$ROOT"/compiler/dsl/*.cpp; do
@@ -61,7 +68,8 @@ for t in "${TARGETS[@]}"; do
   src="$ROOT/fuzz/fuzz_$t.cpp"
   if [[ ! -x "$bin" || "$src" -nt "$bin" || -n "$(find "${OBJS[@]}" -newer "$bin" 2>/dev/null)" ]]; then
     echo "fuzz/run.sh: linking fuzz_$t"
-    "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer "$src" "${OBJS[@]}" "$YAML_A" -o "$bin"
+    "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer "$src" "${OBJS[@]}" "$YAML_A" "${LLVM_SUPPORT[@]}" -lz -lzstd -ldl -lpthread \
+      -o "$bin"
   fi
   # New inputs go to a scratch corpus; the checked-in one is only read.
   work="$BUILD/corpus_$t"

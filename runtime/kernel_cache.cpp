@@ -9,7 +9,7 @@
 
 #include "autotune/compile_cache.hpp"
 #include "autotune/kernel_entry.hpp"
-#include "autotune/sha256.hpp"
+#include "support/hash.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "support/text.hpp"
@@ -264,7 +264,7 @@ std::string binary_fingerprint(const std::string& cubin, const CompiledKernel& c
   if (!map.empty()) replace_all(s, map, std::string(map.size(), '#'));
   replace_all(s, c.entry, std::string(c.entry.size(), '#'));
   replace_all(s, c.key, std::string(c.key.size(), '#'));
-  return autotune::sha256_hex(s);
+  return sha256_hex(s);
 }
 
 }  // namespace rt

@@ -8,6 +8,7 @@
 #include "autotune/tuning_cache.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/tune_bench.hpp"
+#include "support/clock.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 
@@ -35,19 +36,10 @@ std::string memo_key(const autotune::GpuIdentity& gpu, const autotune::TuningKey
   return cache_dir() + "|" + gpu.file_stem() + "|" + key.str();
 }
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 void store_result(TuneOutcome& out, const TuneJob& job) {
   autotune::TuningEntry e = autotune::tuning_entry_from(out.result, job.source.spec->spec.name);
   e.mode = autotune::tune_mode_name(job.mode);
-  e.date = utc_now();
+  e.date = utc_iso8601(std::time(nullptr));
   out.date = e.date;
   try {
     autotune::TuningCache(cache_dir(), versions().flashjit).store(out.gpu, out.key, e);

@@ -1,6 +1,5 @@
 // The public tuning API (include/flashjit/tuning.hpp) over the runtime's tuner and caches.
 #include <llvm/Support/JSON.h>
-#include <llvm/Support/raw_ostream.h>
 
 #include <cmath>
 
@@ -8,6 +7,7 @@
 #include "runtime/handles.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/tuner.hpp"
+#include "support/json.hpp"
 
 namespace flashjit {
 
@@ -22,12 +22,31 @@ rt::KernelSource source_for(const Runtime& runtime, const AttentionSpec& spec) {
   return source;
 }
 
-void write_config(llvm::json::OStream& j, const TileConfig& c) { j.value(c.str()); }
+// A report's time in ms; null when untimed (-1).
+llvm::json::Value ms_json(double ms) { return number_or_null(ms >= 0 ? ms : NAN); }
 
-// JSON has no NaN or infinity: an untimed value is null.
-void write_ms(llvm::json::OStream& j, double ms) {
-  if (ms >= 0 && std::isfinite(ms)) j.value(ms);
-  else j.value(nullptr);
+// The report's search as a JSON value, so that one writer emits the whole document (its keys come
+// out sorted: llvm::json::Object keeps no order); null when it has none.
+llvm::json::Value search_json_value(const TuneReport& r) {
+  if (r.search_json.empty()) return nullptr;
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse(r.search_json);
+  if (!v) throw Error(ErrorKind::usage, "TuneReport::search_json is not JSON: " + llvm::toString(v.takeError()));
+  return std::move(*v);
+}
+
+void write_report(llvm::json::OStream& j, const TuneReport& r) {
+  j.object([&] {
+    j.attributeArray("shape", [&] {
+      for (int64_t v : {r.shape.batch, r.shape.heads_q, r.shape.seq_q, r.shape.seq_kv}) j.value(v);
+    });
+    j.attribute("bucket", r.bucket);
+    j.attribute("key", r.key);
+    j.attribute("gpu", r.gpu);
+    j.attribute("heuristic", r.heuristic.str());
+    j.attribute("heuristic_ms", ms_json(r.heuristic_ms));
+    j.attribute("stored", r.stored);
+    j.attribute("search", search_json_value(r));
+  });
 }
 
 }  // namespace
@@ -70,31 +89,11 @@ TuneReport tune(const Runtime& runtime, const AttentionSpec& spec, const Problem
 }
 
 std::string tune_reports_json(const std::vector<TuneReport>& reports) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  llvm::json::OStream j(os);
-  j.array([&] {
-    for (const TuneReport& r : reports)
-      j.object([&] {
-        j.attributeArray("shape", [&] {
-          for (int64_t v : {r.shape.batch, r.shape.heads_q, r.shape.seq_q, r.shape.seq_kv}) j.value(v);
-        });
-        j.attribute("bucket", r.bucket);
-        j.attribute("key", r.key);
-        j.attribute("gpu", r.gpu);
-        j.attributeBegin("heuristic");
-        write_config(j, r.heuristic);
-        j.attributeEnd();
-        j.attributeBegin("heuristic_ms");
-        write_ms(j, r.heuristic_ms);
-        j.attributeEnd();
-        j.attribute("stored", r.stored);
-        j.attributeBegin("search");
-        j.rawValue(r.search_json);
-        j.attributeEnd();
-      });
+  const std::string text = json_document([&](llvm::json::OStream& j) {
+    j.array([&] {
+      for (const TuneReport& r : reports) write_report(j, r);
+    });
   });
-  os.flush();
   return text + "\n";
 }
 

@@ -10,8 +10,6 @@ namespace flashjit {
 
 std::vector<std::string> split(std::string_view s, char sep);
 std::string trim(std::string_view s);
-// 64-bit FNV-1a, printed as 16 hex digits: names kernels in dumps and (later) cache keys.
-std::string hash_hex(std::string_view text);
 // Writes through a temp file in the same folder and rename(), so readers never see half a file.
 void write_file_atomic(const std::string& path, std::string_view content);
 std::string read_file(const std::string& path);

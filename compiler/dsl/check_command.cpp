@@ -1,5 +1,8 @@
 #include "compiler/dsl/check_command.hpp"
 
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/raw_ostream.h>
+
 #include <optional>
 #include <ostream>
 #include <string>
@@ -26,17 +29,6 @@ const char* kUsage =
     "                      [--tensor NAME:TYPE:DIM[,DIM...]]... [--json]\n"
     "Parses and type-checks a spec (YAML) or one mask/score expression and prints its\n"
     "canonical form; exits 0 when it is valid, 2 otherwise (every error is printed).\n";
-
-std::string json_quote(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') { o += '\\'; o += c; }
-    else if (c == '\n') o += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
-    else o += c;
-  }
-  return o + "\"";
-}
 
 struct Options {
   std::vector<std::string> specs;
@@ -153,6 +145,24 @@ bool declare(const Options& o, SpecBuilder& b, std::ostream& err) {
   return ok;
 }
 
+// The --json form of a checked expression: canonical text, kind, type and the analyses.
+std::string expr_json(const ExprPtr& e, const std::string& kind, const ExprPtr& grad, const Spec& decls) {
+  std::string text;
+  llvm::raw_string_ostream os(text);  // unbuffered: `text` is complete when the object is written
+  llvm::json::OStream j(os);
+  j.object([&] {
+    j.attribute("expr", print_expr(*e));
+    j.attribute("kind", kind);
+    j.attribute("type", llvm::StringRef(type_name(e->type)));
+    if (grad) j.attribute("score_grad", print_expr(*grad));
+    if (kind != "mask") return;
+    KvRange r = derive_kv_range(e, &decls.tensors);
+    j.attribute("affine", r.exact);
+    j.attribute("kv_range", describe_kv_range(r, &decls.params));
+  });
+  return text;
+}
+
 int check_expr_command(const Options& o, std::ostream& out, std::ostream& err) {
   const std::string& text = *o.expr;
   std::string kind = o.kind.value_or("");
@@ -180,18 +190,10 @@ int check_expr_command(const Options& o, std::ostream& out, std::ostream& err) {
     err << format_all(diags);
     return kExitUsage;
   }
-  std::string canon = print_expr(*e);
   if (o.json) {
-    out << "{\"expr\": " << json_quote(canon) << ", \"kind\": " << json_quote(kind) << ", \"type\": "
-        << json_quote(std::string(type_name(e->type)));
-    if (grad) out << ", \"score_grad\": " << json_quote(print_expr(*grad));
-    if (kind == "mask") {
-      KvRange r = derive_kv_range(e, &decls.tensors);
-      out << ", \"affine\": " << (r.exact ? "true" : "false") << ", \"kv_range\": " << json_quote(describe_kv_range(r, &decls.params));
-    }
-    out << "}\n";
+    out << expr_json(e, kind, grad, decls) << "\n";
   } else {
-    out << canon << "\n";
+    out << print_expr(*e) << "\n";
     if (grad) out << "# d/dscore: " << print_expr(*grad) << "\n";
     if (kind == "mask") out << "# kv range: " << describe_kv_range(derive_kv_range(e, &decls.tensors), &decls.params) << "\n";
   }

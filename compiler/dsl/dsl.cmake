@@ -1,4 +1,5 @@
-# The spec DSL front end (issue 3): no LLVM, no CUDA; only yaml-cpp.
+# The spec DSL front end (issue 3): no CUDA; yaml-cpp, and of LLVM only LLVM Support (static, for
+# JSON).
 # Included by the top-level CMakeLists.txt, which links flashjit_dsl into libflashjit.so.
 
 set(FLASHJIT_DSL_SOURCES
@@ -29,6 +30,8 @@ add_library(flashjit_dsl STATIC ${FLASHJIT_DSL_SOURCES})
 set_target_properties(flashjit_dsl PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(flashjit_dsl PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(flashjit_dsl PUBLIC ${YAML_CPP_LIB})
+target_include_directories(flashjit_dsl SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})
+target_link_libraries(flashjit_dsl PRIVATE ${LLVM_SUPPORT_LIBS})
 # g++ 12 reports -Wrestrict false positives on std::string concatenation (GCC PR 105329).
 target_compile_options(flashjit_dsl PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 

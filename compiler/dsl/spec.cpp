@@ -1,6 +1,11 @@
 #include "compiler/dsl/spec.hpp"
 
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/raw_ostream.h>
+
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 
 #include "compiler/dsl/kv_range.hpp"
@@ -13,7 +18,7 @@ std::string_view dtype_name(DType d) { return d == DType::F16 ? "fp16" : "bf16";
 
 namespace {
 
-// Double-quoted scalar, valid in both YAML and JSON.
+// Double-quoted YAML scalar.
 std::string quoted(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
@@ -35,13 +40,68 @@ std::string int_list(const std::vector<int>& v) {
   return s + "]";
 }
 
-std::string dims_list(const std::vector<Extent>& dims, bool json) {
+std::string dims_list(const std::vector<Extent>& dims) {
   std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    std::string n = extent_name(dims[i]);
-    s += (i ? ", " : "") + (json && dims[i].kind != Extent::Kind::Fixed ? quoted(n) : n);
-  }
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + extent_name(dims[i]);
   return s + "]";
+}
+
+// ---- JSON (llvm::json::OStream) ----
+
+llvm::json::Value expr_json(const ExprPtr& e) { return e ? llvm::json::Value(print_expr(*e)) : nullptr; }
+
+// An i32 default as an integer. An f32 default as the double that its canonical (shortest) text
+// denotes, so that JSON readers get the number the spec wrote (0.1, not 0.10000000149011612);
+// null when not finite, which JSON cannot represent.
+llvm::json::Value default_json(const Value& v) {
+  if (v.type != Type::F32) return v.i;
+  if (!std::isfinite(v.f)) return nullptr;
+  const std::string text = format_f32(v.f);
+  double d = 0;
+  std::from_chars(text.data(), text.data() + text.size(), d);
+  return d;
+}
+
+void write_params(llvm::json::OStream& j, const std::vector<Param>& params) {
+  for (const Param& p : params)
+    j.object([&] {
+      j.attribute("name", p.name);
+      j.attribute("type", llvm::StringRef(type_name(p.type)));
+      j.attribute("default", default_json(p.default_value));
+    });
+}
+
+// Fixed dims as numbers, symbolic ones by name.
+void write_tensors(llvm::json::OStream& j, const std::vector<TensorDecl>& tensors) {
+  for (const TensorDecl& t : tensors)
+    j.object([&] {
+      j.attribute("name", t.name);
+      j.attribute("type", llvm::StringRef(type_name(t.elem)));
+      j.attributeArray("dims", [&] {
+        for (const Extent& d : t.dims) {
+          if (d.kind == Extent::Kind::Fixed) j.value(d.size);
+          else j.value(extent_name(d));
+        }
+      });
+    });
+}
+
+void write_tune(llvm::json::OStream& j, const Tune& tune) {
+  const std::vector<int>* lists[] = {&tune.block_m, &tune.block_n, &tune.num_warps, &tune.num_stages};
+  for (size_t i = 0; i < 4; ++i)
+    if (!lists[i]->empty())
+      j.attributeArray(tune_keys()[i], [&] {
+        for (int v : *lists[i]) j.value(v);
+      });
+}
+
+void write_analysis(llvm::json::OStream& j, const Spec& s) {
+  j.attribute("score_grad", expr_json(s.score_grad));
+  if (!s.mask) return;
+  KvRange r = derive_kv_range(s.mask, &s.tensors);
+  j.attribute("mask_affine", r.exact);
+  j.attribute("mask_reads_tensors", reads_tensor(*s.mask));
+  j.attribute("kv_range", describe_kv_range(r, &s.params));
 }
 
 }  // namespace
@@ -62,7 +122,7 @@ std::string Spec::canonical() const {
   if (!tensors.empty()) {
     out += "tensors:\n";
     for (const auto& t : tensors)
-      out += "  " + t.name + ": {type: " + std::string(type_name(t.elem)) + ", dims: " + dims_list(t.dims, false) + "}\n";
+      out += "  " + t.name + ": {type: " + std::string(type_name(t.elem)) + ", dims: " + dims_list(t.dims) + "}\n";
   }
   if (!tune.empty()) {
     out += "tune:\n";
@@ -74,42 +134,25 @@ std::string Spec::canonical() const {
 }
 
 std::string Spec::to_json() const {
-  std::string o = "{";
-  o += "\"name\": " + quoted(name);
-  o += ", \"dtype\": " + quoted(dtype_name(dtype));
-  o += ", \"head_dim\": {\"qk\": " + std::to_string(head_dim_qk) + ", \"v\": " + std::to_string(head_dim_v) + "}";
-  o += ", \"mask\": " + (mask ? quoted(print_expr(*mask)) : std::string("null"));
-  o += ", \"score\": " + (score ? quoted(print_expr(*score)) : std::string("null"));
-  o += ", \"params\": [";
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto& p = params[i];
-    o += std::string(i ? ", " : "") + "{\"name\": " + quoted(p.name) + ", \"type\": " + quoted(type_name(p.type)) +
-         ", \"default\": " + value_text(p.default_value) + "}";
-  }
-  o += "], \"tensors\": [";
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const auto& t = tensors[i];
-    o += std::string(i ? ", " : "") + "{\"name\": " + quoted(t.name) + ", \"type\": " + quoted(type_name(t.elem)) +
-         ", \"dims\": " + dims_list(t.dims, true) + "}";
-  }
-  o += "], \"tune\": {";
-  const std::vector<int>* lists[] = {&tune.block_m, &tune.block_n, &tune.num_warps, &tune.num_stages};
-  bool first = true;
-  for (size_t i = 0; i < 4; ++i) {
-    if (lists[i]->empty()) continue;
-    o += std::string(first ? "" : ", ") + quoted(tune_keys()[i]) + ": " + int_list(*lists[i]);
-    first = false;
-  }
-  o += "}, \"analysis\": {";
-  o += "\"score_grad\": " + (score_grad ? quoted(print_expr(*score_grad)) : std::string("null"));
-  if (mask) {
-    KvRange r = derive_kv_range(mask, &tensors);
-    o += ", \"mask_affine\": " + std::string(r.exact ? "true" : "false");
-    o += ", \"mask_reads_tensors\": " + std::string(reads_tensor(*mask) ? "true" : "false");
-    o += ", \"kv_range\": " + quoted(describe_kv_range(r, &params));
-  }
-  o += "}, \"canonical\": " + quoted(canonical()) + "}";
-  return o;
+  std::string text;
+  llvm::raw_string_ostream os(text);  // unbuffered: `text` is complete when the object is written
+  llvm::json::OStream j(os);
+  j.object([&] {
+    j.attribute("name", name);
+    j.attribute("dtype", llvm::StringRef(dtype_name(dtype)));
+    j.attributeObject("head_dim", [&] {
+      j.attribute("qk", head_dim_qk);
+      j.attribute("v", head_dim_v);
+    });
+    j.attribute("mask", expr_json(mask));
+    j.attribute("score", expr_json(score));
+    j.attributeArray("params", [&] { write_params(j, params); });
+    j.attributeArray("tensors", [&] { write_tensors(j, tensors); });
+    j.attributeObject("tune", [&] { write_tune(j, tune); });
+    j.attributeObject("analysis", [&] { write_analysis(j, *this); });
+    j.attribute("canonical", canonical());
+  });
+  return text;
 }
 
 int Spec::param_slot(std::string_view n) const {

@@ -48,7 +48,8 @@ struct TuneReport {
 FLASHJIT_API TuneReport tune(const Runtime& runtime, const AttentionSpec& spec, const ProblemShape& shape,
                              const TuneOptions& options = {});
 
-// Several reports as one JSON array (what `flashjit tune --json` prints).
+// Several reports as one JSON array (what `flashjit tune --json` prints). Error(usage) when a
+// report's search_json is neither empty nor JSON.
 FLASHJIT_API std::string tune_reports_json(const std::vector<TuneReport>& reports);
 
 // The stored tuning of this spec for the shape's bucket on the runtime's device, if any.

@@ -124,6 +124,12 @@ bool same_artifacts(const KernelArtifacts& a, const KernelArtifacts& b) {
          a.ptx == b.ptx && a.cubin == b.cubin;
 }
 
+llvm::json::Value parse_json(const std::string& text) {
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse(text);
+  if (!v) throw std::runtime_error("not JSON (" + llvm::toString(v.takeError()) + "): " + text);
+  return std::move(*v);
+}
+
 int spawn_self(const std::vector<std::string>& args, const std::string& log_path) {
   std::vector<std::string> words = {"/proc/self/exe"};
   words.insert(words.end(), args.begin(), args.end());

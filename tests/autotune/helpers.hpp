@@ -1,6 +1,8 @@
 // Shared helpers of the autotune tests: temp folders, stderr capture, sample entries, child processes.
 #pragma once
 
+#include <llvm/Support/JSON.h>
+
 #include <string>
 #include <vector>
 
@@ -50,6 +52,8 @@ TuningEntry sample_entry(int block_m, double median_ms, const std::string& spec_
 bool same_entry(const TuningEntry& a, const TuningEntry& b);
 bool same_artifacts(const KernelArtifacts& a, const KernelArtifacts& b);
 
+// `text` parsed as one JSON value; a parse error fails the test with LLVM's message.
+llvm::json::Value parse_json(const std::string& text);
 // Starts this test binary with `args` (the first is the hidden child switch), stdout and stderr
 // to `log_path`; returns the pid. wait_child returns the exit status (or -signal).
 int spawn_self(const std::vector<std::string>& args, const std::string& log_path);

@@ -57,6 +57,7 @@ TEST_CASE("compile cache: truncated, random, other-version and mismatched files 
   for (const char* s : {"truncated", "random", "version", "mismatch", "empty", "keep"})
     REQUIRE(cc.put(key(s), sample_artifacts(s, 4000)));
   const std::string good = read_file_status(cc.path_for(key("keep"))).content;
+  constexpr uint32_t kOtherVersion = kCompileCacheFormatVersion + 1;
 
   std::string t = read_file_status(cc.path_for(key("truncated"))).content;
   overwrite(cc.path_for(key("truncated")), t.substr(0, t.size() / 2));
@@ -64,7 +65,7 @@ TEST_CASE("compile cache: truncated, random, other-version and mismatched files 
   std::string noise(3000, '\0');
   for (char& c : noise) c = char(rng());
   overwrite(cc.path_for(key("random")), noise);
-  overwrite(cc.path_for(key("version")), encode_kernel_entry(key("version"), sample_artifacts("version"), 2));
+  overwrite(cc.path_for(key("version")), encode_kernel_entry(key("version"), sample_artifacts("version"), kOtherVersion));
   overwrite(cc.path_for(key("mismatch")), good);  // a valid entry, but for another key
   overwrite(cc.path_for(key("empty")), "");
 
@@ -86,7 +87,7 @@ TEST_CASE("compile cache: truncated, random, other-version and mismatched files 
   {
     StderrCapture err;  // the warning says which format version it found
     cc.get(key("version"));
-    CHECK(err.text().find("format version 2") != std::string::npos);
+    CHECK(err.text().find("format version " + std::to_string(kOtherVersion)) != std::string::npos);
   }
   // The next put replaces each bad file; it then reads back without a warning.
   for (const char* s : {"truncated", "random", "version", "mismatch", "empty"}) {
