@@ -94,30 +94,15 @@ const char* candidate_status_name(Status s) {
   return "?";
 }
 
-SearchResult run_search(const SearchSpace& space, const SearchOptions& options, const SearchCallbacks& cb) {
-  SearchResult r;
-  r.mode = options.mode;
-  r.best = options.heuristic;
-  const std::string heuristic_name = config_name(options.heuristic);
-  if (options.mode == TuneMode::off) {
-    r.summary = "autotune off: using the heuristic default " + heuristic_name + " (untimed)";
-    return r;
-  }
-  if (!cb.measure) throw Error(ErrorKind::usage, "autotune: no measure callback given");
-  if (space.block_m.empty() || space.block_n.empty() || space.num_warps.empty() || space.num_stages.empty())
-    throw Error(ErrorKind::usage, "autotune: the search space has an empty list (block_m, block_n, num_warps and "
-                                  "num_stages each need at least one value)");
-  std::function<double()> clock = options.clock;
-  if (!clock)
-    clock = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
-  const double start = clock();
+namespace {
 
-  // 1. Enumerate; 2. prune and select. The resource model (which may compile a config to read its
-  //    spills) rejects what cannot run before anything is timed. Full mode prunes everything and
-  //    keeps all survivors; quick mode walks the configs nearest the heuristic first (the heuristic
-  //    itself leads, as the baseline) and prunes only until it has its handful of survivors, so
-  //    a quick tune compiles a few configs, not the whole space.
-  std::vector<Candidate> all = enumerate(space, options.heuristic);
+// 1. Enumerate; 2. prune and select. The resource model (which may compile a config to read its
+//    spills) rejects what cannot run before anything is timed. Full mode prunes everything and
+//    keeps all survivors; quick mode walks the configs nearest the heuristic first (the heuristic
+//    itself leads, as the baseline) and prunes only until it has its handful of survivors, so a
+//    quick tune compiles a few configs, not the whole space. Returns the indices into `all` of
+//    the selected configs, in timing order.
+std::vector<size_t> select(std::vector<Candidate>& all, const SearchOptions& options, const SearchCallbacks& cb) {
   auto prune = [&](Candidate& c) {
     if (!cb.prune) return;
     try {
@@ -138,74 +123,67 @@ SearchResult run_search(const SearchSpace& space, const SearchOptions& options, 
     prune(all[i]);
     if (all[i].status != Status::pruned) order.push_back(i);
   }
-  std::vector<Candidate> selected;
-  for (size_t i : order) selected.push_back(all[i]);
-  r.selected = selected.size();
+  return order;
+}
 
-  // 3. Time them. Failures are data (infinitely slow, with the reason), never exceptions.
-  std::map<std::string, size_t> by_binary;  // binary hash → index in `selected` of its timing
-  std::optional<size_t> best;
-  bool printing = false;
-  const size_t n = selected.size();
-  for (size_t i = 0; i < n; ++i) {
-    Candidate& c = selected[i];
-    if (options.deadline_s && clock() - start >= *options.deadline_s) {
-      r.deadline_hit = true;
-      for (size_t k = i; k < n; ++k)
-        selected[k].status = Status::skipped, selected[k].note = "deadline of " + seconds_text(*options.deadline_s) + " reached";
-      break;
-    }
-    std::string fp;
-    try {
-      if (cb.fingerprint) fp = cb.fingerprint(c.config);
-    } catch (const std::exception& e) {
-      c.status = Status::failed, c.note = e.what(), c.m = Measurement{}, c.m.failure_reason = e.what();
-    }
-    if (c.status != Status::failed) {
-      if (auto it = by_binary.find(fp); !fp.empty() && it != by_binary.end()) {
-        // Byte-identical binaries run identically: reuse the timing instead of spending GPU time.
-        c.m = selected[it->second].m;
-        c.status = c.m.ok ? Status::reused : Status::failed;
-        c.note = "same binary as " + config_name(selected[it->second].config) + ", not re-timed";
-        if (!c.m.ok) c.note += ": " + c.m.failure_reason;
-      } else {
-        try {
-          c.m = cb.measure(c.config);
-        } catch (const std::exception& e) {
-          c.m = Measurement{};
-          c.m.failure_reason = e.what();
-        }
-        ++r.timed;
-        if (!c.m.ok) {
-          c.m.median_ms = c.m.p20_ms = c.m.p80_ms = std::numeric_limits<double>::infinity();
-          if (c.m.failure_reason.empty()) c.m.failure_reason = "failed (no reason given)";
-        }
-        c.status = c.m.ok ? Status::measured : Status::failed;
-        if (!c.m.ok) c.note = c.m.failure_reason;
-        if (fp.empty()) fp = c.m.binary_hash;
-        if (!fp.empty()) by_binary.emplace(fp, i);
-      }
-    }
-    if (c.m.ok && (!best || c.m.median_ms < selected[*best].m.median_ms)) best = i;
-
-    if (options.progress) {
-      const double elapsed = clock() - start;
-      double eta = elapsed / double(i + 1) * double(n - i - 1);
-      if (options.deadline_s) eta = std::max(0.0, std::min(eta, *options.deadline_s - elapsed));
-      if (!printing && elapsed + eta >= options.progress_after_s) printing = true;
-      if (printing) {
-        std::string line = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] " + config_name(c.config) + " → ";
-        line += c.m.ok ? ms_text(c.m.median_ms) : "failed: " + c.m.failure_reason;
-        if (c.status == Status::reused) line += " (same binary, not re-timed)";
-        if (best) line += " (best " + ms_text(selected[*best].m.median_ms) + " " + config_name(selected[*best].config) + ")";
-        line += " ETA " + seconds_text(eta);
-        *options.progress << line << "\n" << std::flush;
-      }
-    }
+// 3. Times candidate i of `selected`, or reuses the timing of an identical binary. Failures are
+// data (infinitely slow, with the reason), never exceptions.
+void time_candidate(std::vector<Candidate>& selected, size_t i, const SearchCallbacks& cb,
+                    std::map<std::string, size_t>& by_binary, SearchResult& r) {
+  Candidate& c = selected[i];
+  std::string fp;
+  try {
+    if (cb.fingerprint) fp = cb.fingerprint(c.config);
+  } catch (const std::exception& e) {
+    c.status = Status::failed, c.note = e.what(), c.m = Measurement{}, c.m.failure_reason = e.what();
+    return;
   }
-  r.elapsed_s = clock() - start;
+  if (auto it = by_binary.find(fp); !fp.empty() && it != by_binary.end()) {
+    // Byte-identical binaries run identically: reuse the timing instead of spending GPU time.
+    c.m = selected[it->second].m;
+    c.status = c.m.ok ? Status::reused : Status::failed;
+    c.note = "same binary as " + config_name(selected[it->second].config) + ", not re-timed";
+    if (!c.m.ok) c.note += ": " + c.m.failure_reason;
+    return;
+  }
+  try {
+    c.m = cb.measure(c.config);
+  } catch (const std::exception& e) {
+    c.m = Measurement{};
+    c.m.failure_reason = e.what();
+  }
+  ++r.timed;
+  if (!c.m.ok) {
+    c.m.median_ms = c.m.p20_ms = c.m.p80_ms = std::numeric_limits<double>::infinity();
+    if (c.m.failure_reason.empty()) c.m.failure_reason = "failed (no reason given)";
+  }
+  c.status = c.m.ok ? Status::measured : Status::failed;
+  if (!c.m.ok) c.note = c.m.failure_reason;
+  if (fp.empty()) fp = c.m.binary_hash;
+  if (!fp.empty()) by_binary.emplace(fp, i);
+}
 
-  // 4. The result: the fastest measured config, else the heuristic default (said so).
+// `[i/N] config → time (best so far) ETA`, once the whole run is predicted to take long enough.
+void report_progress(const SearchOptions& options, const std::vector<Candidate>& selected, size_t i,
+                     std::optional<size_t> best, double elapsed, bool& printing) {
+  const size_t n = selected.size();
+  const Candidate& c = selected[i];
+  double eta = elapsed / double(i + 1) * double(n - i - 1);
+  if (options.deadline_s) eta = std::max(0.0, std::min(eta, *options.deadline_s - elapsed));
+  if (!printing && elapsed + eta >= options.progress_after_s) printing = true;
+  if (!printing) return;
+  std::string line = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] " + config_name(c.config) + " → ";
+  line += c.m.ok ? ms_text(c.m.median_ms) : "failed: " + c.m.failure_reason;
+  if (c.status == Status::reused) line += " (same binary, not re-timed)";
+  if (best) line += " (best " + ms_text(selected[*best].m.median_ms) + " " + config_name(selected[*best].config) + ")";
+  line += " ETA " + seconds_text(eta);
+  *options.progress << line << "\n" << std::flush;
+}
+
+// 4. The result: the fastest measured config, else the heuristic default (said so).
+void summarize(SearchResult& r, const std::vector<Candidate>& all, const std::vector<Candidate>& selected,
+               std::optional<size_t> best, const SearchOptions& options) {
+  const std::string heuristic_name = config_name(options.heuristic);
   const Candidate* heuristic = nullptr;
   for (const Candidate& c : selected)
     if (same_config(c.config, options.heuristic)) heuristic = &c;
@@ -233,14 +211,56 @@ SearchResult run_search(const SearchSpace& space, const SearchOptions& options, 
     r.summary = "no candidate ran successfully; using the heuristic default " + heuristic_name + " (untimed)";
   }
   r.summary += "; " + counts;
-  if (!heuristic && all[0].status == Status::pruned)
-    r.summary += "; the heuristic default was pruned: " + all[0].note;
+  if (!heuristic && all[0].status == Status::pruned) r.summary += "; the heuristic default was pruned: " + all[0].note;
   if (r.deadline_hit) {
     size_t done = 0;
     for (const Candidate& c : selected) done += c.status != Status::skipped;
     r.summary += "; deadline of " + seconds_text(*options.deadline_s) + " reached after " + std::to_string(done) + "/" +
-                 std::to_string(n) + " candidates, best so far used";
+                 std::to_string(selected.size()) + " candidates, best so far used";
   }
+}
+
+}  // namespace
+
+SearchResult run_search(const SearchSpace& space, const SearchOptions& options, const SearchCallbacks& cb) {
+  SearchResult r;
+  r.mode = options.mode;
+  r.best = options.heuristic;
+  if (options.mode == TuneMode::off) {
+    r.summary = "autotune off: using the heuristic default " + config_name(options.heuristic) + " (untimed)";
+    return r;
+  }
+  if (!cb.measure) throw Error(ErrorKind::usage, "autotune: no measure callback given");
+  if (space.block_m.empty() || space.block_n.empty() || space.num_warps.empty() || space.num_stages.empty())
+    throw Error(ErrorKind::usage, "autotune: the search space has an empty list (block_m, block_n, num_warps and "
+                                  "num_stages each need at least one value)");
+  std::function<double()> clock = options.clock;
+  if (!clock)
+    clock = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  const double start = clock();
+
+  std::vector<Candidate> all = enumerate(space, options.heuristic);
+  const std::vector<size_t> order = select(all, options, cb);
+  std::vector<Candidate> selected;
+  for (size_t i : order) selected.push_back(all[i]);
+  r.selected = selected.size();
+
+  std::map<std::string, size_t> by_binary;  // binary hash → index in `selected` of its timing
+  std::optional<size_t> best;
+  bool printing = false;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    if (options.deadline_s && clock() - start >= *options.deadline_s) {
+      r.deadline_hit = true;
+      for (size_t k = i; k < selected.size(); ++k)
+        selected[k].status = Status::skipped, selected[k].note = "deadline of " + seconds_text(*options.deadline_s) + " reached";
+      break;
+    }
+    time_candidate(selected, i, cb, by_binary, r);
+    if (selected[i].m.ok && (!best || selected[i].m.median_ms < selected[*best].m.median_ms)) best = i;
+    if (options.progress) report_progress(options, selected, i, best, clock() - start, printing);
+  }
+  r.elapsed_s = clock() - start;
+  summarize(r, all, selected, best, options);
 
   // Every enumerated config appears once: selected in timing order, then the rest.
   r.candidates = std::move(selected);

@@ -11,4 +11,7 @@ namespace flashjit {
 dsl::Spec to_dsl(const AttentionSpec& spec);
 AttentionSpec from_dsl(const dsl::Spec& spec);
 
+// The launch sizes tensor extents are measured in.
+inline dsl::LaunchSizes launch_sizes(const ProblemShape& s) { return {s.batch, s.heads_q, s.heads_kv, s.seq_q, s.seq_kv}; }
+
 }  // namespace flashjit

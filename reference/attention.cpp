@@ -76,7 +76,7 @@ class Semantics {
 
  private:
   int64_t extent(const dsl::Extent& e) const {
-    return dsl::extent_size(e, {p_.batch, p_.heads_q, p_.heads_kv, p_.seq_q, p_.seq_kv});
+    return dsl::extent_size(e, launch_sizes(p_));
   }
   dsl::Env env(int64_t b, int64_t h, int64_t q, int64_t kv, float s) const {
     dsl::Env e;
@@ -297,7 +297,7 @@ void fill_spec_tensors(Problem& p, uint64_t seed) {
     h.name = t.name;
     int64_t n = 1, last = 1;
     for (const dsl::Extent& d : t.dims) {
-      last = dsl::extent_size(d, {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv});
+      last = dsl::extent_size(d, launch_sizes(p));
       n *= last;
     }
     if (t.elem == dsl::Type::I32) {

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "compiler/dsl/interval.hpp"
+#include "compiler/spec_bridge.hpp"
 
 namespace flashjit::rt {
 
@@ -30,7 +31,7 @@ void check_tensor(const char* name, const Tensor& t) {
 
 // Extent of one tensor dimension at this launch.
 int64_t extent_of(const dsl::Extent& d, const ForwardArgs& a) {
-  return dsl::extent_size(d, {a.batch, a.heads_q, a.heads_kv, a.seq_q, a.seq_kv});
+  return dsl::extent_size(d, launch_sizes(a));
 }
 
 std::string names_of(const std::vector<std::string>& v) {

@@ -58,11 +58,7 @@ ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed) {
 
   ref::Problem p;
   p.spec = c.spec;
-  p.batch = c.batch;
-  p.seq_q = c.seq_q;
-  p.seq_kv = c.seq_kv;
-  p.heads_q = c.heads_q;
-  p.heads_kv = c.heads_kv;
+  static_cast<ProblemShape&>(p) = c;
   p.params = c.params;
   const int64_t d_qk = p.d_qk(), d_v = p.d_v();
   std::mt19937_64 rng(seed);
@@ -94,11 +90,7 @@ ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed) {
     tensors.back().upload(i32 ? static_cast<const void*>(t.i32.data()) : t.f32.data(), count * 4);
     a.buffers.push_back({t.name, tensors.back().data(), int64_t(count)});
   }
-  a.batch = c.batch;
-  a.seq_q = c.seq_q;
-  a.seq_kv = c.seq_kv;
-  a.heads_q = c.heads_q;
-  a.heads_kv = c.heads_kv;
+  static_cast<ProblemShape&>(a) = c;
   a.q = view(q.data(), c, c.seq_q, c.heads_q, d_qk);
   a.k = view(k.data(), c, c.seq_kv, c.heads_kv, d_qk);
   a.v = view(v.data(), c, c.seq_kv, c.heads_kv, d_v);

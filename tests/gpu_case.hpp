@@ -7,9 +7,9 @@
 
 namespace flashjit::test {
 
-struct Case {
+struct Case : ProblemShape {
+  Case() { seq_q = seq_kv = 128, heads_q = heads_kv = 2; }
   AttentionSpec spec;
-  int64_t seq_q = 128, seq_kv = 128, batch = 1, heads_q = 2, heads_kv = 2;
   bool bhsd = false;  // [batch, heads, seq, dim] memory, passed through strides
   std::optional<TileConfig> config;
   std::vector<ParamValue> params;
