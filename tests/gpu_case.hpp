@@ -9,6 +9,14 @@ namespace flashjit::test {
 
 struct Case : ProblemShape {
   Case() { seq_q = seq_kv = 128, heads_q = heads_kv = 2; }
+  static Case of(AttentionSpec spec, int64_t seq_q, int64_t seq_kv, int64_t batch, int64_t heads_q, int64_t heads_kv,
+                 bool bhsd = false) {
+    Case c;
+    c.spec = std::move(spec);
+    c.seq_q = seq_q, c.seq_kv = seq_kv, c.batch = batch, c.heads_q = heads_q, c.heads_kv = heads_kv;
+    c.bhsd = bhsd;
+    return c;
+  }
   AttentionSpec spec;
   bool bhsd = false;  // [batch, heads, seq, dim] memory, passed through strides
   std::optional<TileConfig> config;

@@ -49,12 +49,12 @@ TEST_CASE("gpu forward: odd head dims and d_qk != d_v and GQA/MQA and BHSD strid
   uint64_t seed = std::random_device{}();
   INFO("seed " << seed);
   std::vector<Case> cases;
-  for (int d : {72, 80, 96, 160, 256}) cases.push_back({make_spec(DType::bf16, d, d, "causal"), 203, 113, 2, 2, 2});
-  cases.push_back({make_spec(DType::f16, 192, 128, "none"), 113, 203, 1, 2, 2});     // d_qk != d_v
-  cases.push_back({make_spec(DType::bf16, 128, 128, "causal"), 257, 257, 2, 8, 1});  // GQA 8:1
-  cases.push_back({make_spec(DType::f16, 64, 64, "none"), 1023, 1024, 1, 4, 1});     // MQA
-  cases.push_back({make_spec(DType::bf16, 64, 64, "causal"), 300, 333, 2, 4, 2, /*bhsd=*/true});
-  cases.push_back({make_spec(DType::f16, 128, 128, "none"), 1, 4096, 3, 2, 2});      // decode-like
+  for (int d : {72, 80, 96, 160, 256}) cases.push_back(Case::of(make_spec(DType::bf16, d, d, "causal"), 203, 113, 2, 2, 2));
+  cases.push_back(Case::of(make_spec(DType::f16, 192, 128, "none"), 113, 203, 1, 2, 2));     // d_qk != d_v
+  cases.push_back(Case::of(make_spec(DType::bf16, 128, 128, "causal"), 257, 257, 2, 8, 1));  // GQA 8:1
+  cases.push_back(Case::of(make_spec(DType::f16, 64, 64, "none"), 1023, 1024, 1, 4, 1));     // MQA
+  cases.push_back(Case::of(make_spec(DType::bf16, 64, 64, "causal"), 300, 333, 2, 4, 2, /*bhsd=*/true));
+  cases.push_back(Case::of(make_spec(DType::f16, 128, 128, "none"), 1, 4096, 3, 2, 2));      // decode-like
   for (const Case& c : cases) {
     ref::Verdict v = run_case(rt, c, seed++);
     INFO(c.spec.canonical() << v.message);
