@@ -9,6 +9,14 @@
 
 namespace flashjit::test {
 
+size_t kernel_files(const std::string& root) {
+  size_t n = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(root + "/kernels", ec), end; !ec && it != end; it.increment(ec))
+    n += it->path().extension() == ".fjk";
+  return n;
+}
+
 Command run_command(const std::string& cmd) {
   Command c;
   FILE* p = popen((cmd + " 2>&1").c_str(), "r");

@@ -18,6 +18,9 @@ struct Command {
 };
 Command run_command(const std::string& cmd);
 
+// How many compiled-kernel entries the compile cache under `root` holds.
+size_t kernel_files(const std::string& root);
+
 // A fresh empty directory under /tmp, removed by the destructor.
 struct TempDir {
   std::string path;

@@ -27,13 +27,6 @@ AttentionSpec small_spec(const std::string& mask = "causal") {
   return s;
 }
 
-size_t kernel_files(const std::string& root) {
-  size_t n = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it(root + "/kernels", ec), end; !ec && it != end; it.increment(ec))
-    n += it->path().extension() == ".fjk";
-  return n;
-}
 
 std::string write(const test::TempDir& d, const std::string& name, const std::string& text) {
   std::string path = d.path + "/" + name;
@@ -166,7 +159,7 @@ TEST_CASE("tune: a compile-cache hit on the second Runtime::compile avoids LLVM"
   CHECK(warm.compiled().ptx == cold.compiled().ptx);
   CHECK(warm.registers() == cold.registers());
   CHECK(warm.spill_bytes() == cold.spill_bytes());
-  CHECK(kernel_files(cache.dir.path) == 1);
+  CHECK(test::kernel_files(cache.dir.path) == 1);
   auto llvm_ms = [](const Kernel& k) {
     double ms = 0;
     for (const StageRecord& st : k.compiled().stages) ms += st.ms;

@@ -20,23 +20,73 @@ SymbolValues values_of(const World& w) {
   return v;
 }
 
-// Checks the two promises of TileKvRange against every element of the query tile.
-void check_tile(const ExprPtr& m, const std::string& text, const World& w, const TileKvRange& r, int64_t q0, int64_t q1) {
-  INFO(text << " q[" << q0 << "," << q1 << ") seq " << w.seq_q << "x" << w.seq_kv << " visit [" << r.visit_lo << ","
-            << r.visit_hi << ") full [" << r.full_lo << "," << r.full_hi << ")");
+// A tile runs along one sequence and its range along the other: the forward's query tiles get
+// key ranges, the backward's key tiles get query ranges.
+enum class Along { queries, keys };
+
+bool visible(const ExprPtr& m, const World& w, Along along, int64_t tile_pos, int64_t range_pos) {
+  const int64_t q = along == Along::queries ? tile_pos : range_pos;
+  const int64_t kv = along == Along::queries ? range_pos : tile_pos;
+  return eval_mask(*m, w.env(static_cast<int32_t>(q), static_cast<int32_t>(kv)));
+}
+
+// Checks the two promises of TileKvRange for the tile [t0, t1): every visible element's other
+// position is in [visit_lo, visit_hi), and every position in [full_lo, full_hi) is visible from
+// every position of the tile.
+void check_range(const ExprPtr& m, const std::string& text, const World& w, Along along, const TileKvRange& r,
+                 int64_t t0, int64_t t1) {
+  const int64_t other = along == Along::queries ? w.seq_kv : w.seq_q;
+  INFO(text << (along == Along::queries ? " q[" : " kv[") << t0 << "," << t1 << ") seq " << w.seq_q << "x" << w.seq_kv
+            << " visit [" << r.visit_lo << "," << r.visit_hi << ") full [" << r.full_lo << "," << r.full_hi << ")");
   REQUIRE(r.visit_lo >= 0);
-  REQUIRE(r.visit_hi <= w.seq_kv);
+  REQUIRE(r.visit_hi <= other);
   REQUIRE(r.full_lo <= r.full_hi);
-  if (r.full_lo < r.full_hi) {
+  if (r.full_lo < r.full_hi && along == Along::queries) {
     REQUIRE(r.full_lo >= r.visit_lo);
     REQUIRE(r.full_hi <= r.visit_hi);
   }
-  for (int64_t q = q0; q < q1; ++q)
-    for (int64_t kv = 0; kv < w.seq_kv; ++kv) {
-      bool v = eval_mask(*m, w.env(static_cast<int32_t>(q), static_cast<int32_t>(kv)));
-      if (v) REQUIRE((kv >= r.visit_lo && kv < r.visit_hi));
-      if (kv >= r.full_lo && kv < r.full_hi) REQUIRE(v);
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t o = 0; o < other; ++o) {
+      bool v = visible(m, w, along, t, o);
+      if (v) REQUIRE((o >= r.visit_lo && o < r.visit_hi));
+      if (o >= r.full_lo && o < r.full_hi) REQUIRE(v);
     }
+}
+
+// For single-band masks the range is tight: visit is the hull of the positions visible from any
+// of the tile, full exactly those visible from all of it (`check_full` false: a multi-band mask's
+// full range is its widest band, not their union).
+void check_tight(const ExprPtr& m, const std::string& text, const World& w, Along along, const TileKvRange& r,
+                 int64_t t0, int64_t t1, bool check_full = true) {
+  const int64_t other = along == Along::queries ? w.seq_kv : w.seq_q;
+  int64_t lo = INT64_MAX, hi = -1, flo = -1, fhi = -1;
+  for (int64_t o = 0; o < other; ++o) {
+    bool any = false, all = true;
+    for (int64_t t = t0; t < t1; ++t) {
+      bool v = visible(m, w, along, t, o);
+      any |= v;
+      all &= v;
+    }
+    if (any) { lo = std::min(lo, o); hi = o + 1; }
+    if (all) { if (flo < 0) flo = o; fhi = o + 1; }
+  }
+  INFO(text << (along == Along::queries ? " q[" : " kv[") << t0 << "," << t1 << ") seq " << w.seq_q << "x" << w.seq_kv);
+  if (hi < 0) {
+    CHECK(r.visit_lo == r.visit_hi);
+  } else {
+    CHECK(r.visit_lo == lo);
+    CHECK(r.visit_hi == hi);
+  }
+  if (!check_full) return;
+  if (fhi < 0) CHECK(r.full_lo == r.full_hi);
+  else CHECK((r.full_lo == flo && r.full_hi == fhi));
+}
+
+// A random tile of up to 32 positions along a sequence of `seq`.
+std::pair<int64_t, int64_t> random_tile(std::mt19937& rng, int32_t seq) {
+  const int size = 1 << rand_int(rng, 0, 5);
+  const int64_t t0 = static_cast<int64_t>(rand_int(rng, 0, (seq - 1) / size)) * size;
+  return {t0, std::min<int64_t>(seq, t0 + size)};
 }
 
 }  // namespace
@@ -50,10 +100,8 @@ TEST_CASE("kv ranges are sound for random masks", "[dsl][kv_range][property]") {
     KvRange kr = derive_kv_range(m, &d.tensors);
     World w = random_world(d, rng, 80);
     for (int j = 0; j < 3; ++j) {
-      int bm = 1 << rand_int(rng, 0, 5);
-      int64_t q0 = static_cast<int64_t>(rand_int(rng, 0, (w.seq_q - 1) / bm)) * bm;
-      int64_t q1 = std::min<int64_t>(w.seq_q, q0 + bm);
-      check_tile(m, text, w, eval_kv_range(kr, q0, q1, values_of(w)), q0, q1);
+      auto [q0, q1] = random_tile(rng, w.seq_q);
+      check_range(m, text, w, Along::queries, eval_kv_range(kr, q0, q1, values_of(w)), q0, q1);
     }
   }
 }
@@ -73,31 +121,10 @@ TEST_CASE("kv ranges of the shorthands are tight", "[dsl][kv_range]") {
       World w = random_world(d, rng, 150);
       w.params[1] = Value::of_i32(rand_int(rng, 0, 60));  // n
       w.params[3] = Value::of_i32(rand_int(rng, 0, 60));  // w
-      int bm = 1 << rand_int(rng, 0, 5);
-      int64_t q0 = static_cast<int64_t>(rand_int(rng, 0, (w.seq_q - 1) / bm)) * bm;
-      int64_t q1 = std::min<int64_t>(w.seq_q, q0 + bm);
+      auto [q0, q1] = random_tile(rng, w.seq_q);
       TileKvRange r = eval_kv_range(kr, q0, q1, values_of(w));
-      check_tile(m, text, w, r, q0, q1);
-      int64_t lo = INT64_MAX, hi = -1, flo = -1, fhi = -1;
-      for (int64_t kv = 0; kv < w.seq_kv; ++kv) {
-        bool any = false, all = true;
-        for (int64_t q = q0; q < q1; ++q) {
-          bool v = eval_mask(*m, w.env(static_cast<int32_t>(q), static_cast<int32_t>(kv)));
-          any |= v;
-          all &= v;
-        }
-        if (any) { lo = std::min(lo, kv); hi = kv + 1; }
-        if (all) { if (flo < 0) flo = kv; fhi = kv + 1; }
-      }
-      INFO(text << " q[" << q0 << "," << q1 << ")");
-      if (hi < 0) {
-        CHECK(r.visit_lo == r.visit_hi);
-      } else {
-        CHECK(r.visit_lo == lo);
-        CHECK(r.visit_hi == hi);
-      }
-      if (fhi < 0) CHECK(r.full_lo == r.full_hi);
-      else CHECK((r.full_lo == flo && r.full_hi == fhi));
+      check_range(m, text, w, Along::queries, r, q0, q1);
+      check_tight(m, text, w, Along::queries, r, q0, q1);
     }
   }
 }
@@ -145,27 +172,6 @@ TEST_CASE("a constant comparison that wraps in i32 keeps its i32 meaning in the 
   CHECK(r.visit_hi == 128);
 }
 
-namespace {
-
-// TileKvRange's promises transposed: for the key tile [kv0, kv1), every query that sees a key of
-// it is in [visit_lo, visit_hi), and every query in [full_lo, full_hi) sees every key of it.
-void check_key_tile(const ExprPtr& m, const std::string& text, const World& w, const TileKvRange& r, int64_t kv0,
-                    int64_t kv1) {
-  INFO(text << " kv[" << kv0 << "," << kv1 << ") seq " << w.seq_q << "x" << w.seq_kv << " visit q [" << r.visit_lo
-            << "," << r.visit_hi << ") full q [" << r.full_lo << "," << r.full_hi << ")");
-  REQUIRE(r.visit_lo >= 0);
-  REQUIRE(r.visit_hi <= w.seq_q);
-  REQUIRE(r.full_lo <= r.full_hi);
-  for (int64_t q = 0; q < w.seq_q; ++q)
-    for (int64_t kv = kv0; kv < kv1; ++kv) {
-      bool v = eval_mask(*m, w.env(static_cast<int32_t>(q), static_cast<int32_t>(kv)));
-      if (v) REQUIRE((q >= r.visit_lo && q < r.visit_hi));
-      if (q >= r.full_lo && q < r.full_hi) REQUIRE(v);
-    }
-}
-
-}  // namespace
-
 TEST_CASE("q ranges per key tile are sound for random masks", "[dsl][kv_range][property]") {
   std::mt19937 rng(2424);
   const Decls d = Decls::standard();
@@ -175,17 +181,14 @@ TEST_CASE("q ranges per key tile are sound for random masks", "[dsl][kv_range][p
     KvRange qr = derive_q_range(m, &d.tensors);
     World w = random_world(d, rng, 80);
     for (int j = 0; j < 3; ++j) {
-      int bn = 1 << rand_int(rng, 0, 5);
-      int64_t kv0 = static_cast<int64_t>(rand_int(rng, 0, (w.seq_kv - 1) / bn)) * bn;
-      int64_t kv1 = std::min<int64_t>(w.seq_kv, kv0 + bn);
-      check_key_tile(m, text, w, eval_q_range(qr, kv0, kv1, values_of(w)), kv0, kv1);
+      auto [kv0, kv1] = random_tile(rng, w.seq_kv);
+      check_range(m, text, w, Along::keys, eval_q_range(qr, kv0, kv1, values_of(w)), kv0, kv1);
     }
   }
 }
 
 TEST_CASE("q ranges of the shorthands are tight", "[dsl][kv_range]") {
-  // Single-band masks: visit is the hull of the queries that see any key of the tile, full the
-  // queries that see all of them (the backward visits no query tile it could skip).
+  // The backward visits no query tile it could skip.
   const Decls d = Decls::standard();
   const char* masks[] = {"causal", "causal_br", "window(w, n)", "prefix(n)", "causal && window(w, 0)",
                          "causal_br && window(n, 0)", "prefix(n) || causal"};
@@ -198,33 +201,10 @@ TEST_CASE("q ranges of the shorthands are tight", "[dsl][kv_range]") {
       World w = random_world(d, rng, 150);
       w.params[1] = Value::of_i32(rand_int(rng, 0, 60));  // n
       w.params[3] = Value::of_i32(rand_int(rng, 0, 60));  // w
-      int bn = 1 << rand_int(rng, 0, 5);
-      int64_t kv0 = static_cast<int64_t>(rand_int(rng, 0, (w.seq_kv - 1) / bn)) * bn;
-      int64_t kv1 = std::min<int64_t>(w.seq_kv, kv0 + bn);
+      auto [kv0, kv1] = random_tile(rng, w.seq_kv);
       TileKvRange r = eval_q_range(qr, kv0, kv1, values_of(w));
-      check_key_tile(m, text, w, r, kv0, kv1);
-      int64_t lo = INT64_MAX, hi = -1, flo = -1, fhi = -1;
-      for (int64_t q = 0; q < w.seq_q; ++q) {
-        bool any = false, all = true;
-        for (int64_t kv = kv0; kv < kv1; ++kv) {
-          bool v = eval_mask(*m, w.env(static_cast<int32_t>(q), static_cast<int32_t>(kv)));
-          any |= v;
-          all &= v;
-        }
-        if (any) { lo = std::min(lo, q); hi = q + 1; }
-        if (all) { if (flo < 0) flo = q; fhi = q + 1; }
-      }
-      INFO(text << " kv[" << kv0 << "," << kv1 << ") seq " << w.seq_q << "x" << w.seq_kv);
-      if (hi < 0) {
-        CHECK(r.visit_lo == r.visit_hi);
-      } else {
-        CHECK(r.visit_lo == lo);
-        CHECK(r.visit_hi == hi);
-      }
-      // prefix(n) || causal is two bands; its full queries are the widest one, not their union.
-      if (std::string(text) == "prefix(n) || causal") continue;
-      if (fhi < 0) CHECK(r.full_lo == r.full_hi);
-      else CHECK((r.full_lo == flo && r.full_hi == fhi));
+      check_range(m, text, w, Along::keys, r, kv0, kv1);
+      check_tight(m, text, w, Along::keys, r, kv0, kv1, /*check_full=*/std::string(text) != "prefix(n) || causal");
     }
   }
 }

@@ -22,13 +22,6 @@ AttentionSpec small_spec(const std::string& mask = "causal") {
   return s;
 }
 
-size_t kernel_files(const std::string& root) {
-  size_t n = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it(root + "/kernels", ec), end; !ec && it != end; it.increment(ec))
-    n += it->path().extension() == ".fjk";
-  return n;
-}
 
 PlannedKernel planned(const AttentionSpec& spec, const std::string& arch = "sm_90a",
                       std::optional<TileConfig> config = std::nullopt) {
@@ -82,7 +75,7 @@ TEST_CASE("kernel cache: a second compile of the same kernel is a hit that runs 
   rt::KernelBuild first = rt::build_kernel(planned(spec), no_dumps(), s, nullptr);
   CHECK_FALSE(first.cache_hit);
   CHECK_THAT(first.cache_status, Catch::StartsWith("miss, stored"));
-  CHECK(kernel_files(root.path) == 1);
+  CHECK(test::kernel_files(root.path) == 1);
   const rt::KernelCacheCounters c1 = rt::kernel_cache_counters();
   CHECK(c1.llvm_compiles == c0.llvm_compiles + 1);
   CHECK(c1.stores == c0.stores + 1);
@@ -113,7 +106,7 @@ TEST_CASE("kernel cache: a second compile of the same kernel is a hit that runs 
   AttentionSpec renamed = spec;
   renamed.name = "renamed";
   CHECK(rt::build_kernel(planned(renamed), no_dumps(), s, nullptr).cache_hit);
-  CHECK(kernel_files(root.path) == 2);
+  CHECK(test::kernel_files(root.path) == 2);
 
   // A corrupted entry is a miss (with a warning) and is replaced.
   for (const auto& e : fs::directory_iterator(root.path + "/kernels"))
@@ -131,7 +124,7 @@ TEST_CASE("kernel cache: an override dir bypasses it and an unwritable cache is 
   rt::KernelBuild b = rt::build_kernel(planned(small_spec()), with_override, s, nullptr);
   CHECK_THAT(b.cache_status, Catch::StartsWith("bypassed: "));
   CHECK_FALSE(b.cache_hit);
-  CHECK(kernel_files(root.path) == 0);
+  CHECK(test::kernel_files(root.path) == 0);
   CHECK_THAT(b.compiled.ptx, Catch::Contains(".entry"));
 
   rt::KernelCacheSettings bad;
