@@ -1,5 +1,5 @@
-// Cold compile of new mask specs in one long-lived process, as an application pays it (issue 5:
-// "LLVM → PTX → cubin → loaded ≤ 300 ms for one config"). Each round compiles a spec no earlier
+// Cold compile of new mask specs in one long-lived process, as an application pays it (the goal:
+// LLVM → PTX → cubin → loaded in ≤ 300 ms for one config). Each round compiles a spec no earlier
 // round used, twice: compile_to_ptx (LLVM only) and Runtime::compile (LLVM, the driver's PTX JIT,
 // module load), so the JIT's share is the difference. Run with CUDA_CACHE_DISABLE=1 and an empty
 // FLASHJIT_CACHE_DIR, or the driver's and flashjit's caches answer instead.

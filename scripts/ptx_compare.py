@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-# The issue-4 matrix: every mask and score at d=128 in fp16 and bf16, and causal, document and
+# The codegen matrix: every mask and score at d=128 in fp16 and bf16, and causal, document and
 # softcap at every head dim (bf16), d_qk != d_v included (tests/test_codegen.cpp builds the same).
 VARIANTS = [
     ("none", "score", "", ""),

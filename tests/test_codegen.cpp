@@ -218,9 +218,9 @@ TEST_CASE("codegen: LLVM failures become flashjit errors and never kill the proc
 
 namespace {
 
-// Issue 4's kernel matrix: every mask and score at d=128 in fp16 and bf16, and causal, document
+// The codegen matrix: every mask and score at d=128 in fp16 and bf16, and causal, document
 // and softcap at every head dim (bf16), including d_qk ≠ d_v.
-std::vector<AttentionSpec> issue4_matrix() {
+std::vector<AttentionSpec> codegen_matrix() {
   struct V {
     std::string mask, score;
     std::vector<ParamDecl> params;
@@ -259,9 +259,9 @@ std::vector<AttentionSpec> issue4_matrix() {
 
 }  // namespace
 
-TEST_CASE("codegen: issue-4 masks and scores and head dims assemble with tensor cores and no spills", "[codegen][ptxas]") {
+TEST_CASE("codegen: the matrix of masks, scores and head dims assembles with tensor cores and no spills", "[codegen][ptxas]") {
   const std::string ptxas = ptxas_path();
-  const std::vector<AttentionSpec> specs = issue4_matrix();
+  const std::vector<AttentionSpec> specs = codegen_matrix();
   test::TempDir dir;
   CompileOptions sm80;
   sm80.arch = "sm_80";
@@ -292,15 +292,15 @@ TEST_CASE("codegen: issue-4 masks and scores and head dims assemble with tensor 
     }
 }
 
-TEST_CASE("codegen: with FLASHJIT_MMA=sync the issue-4 matrix is mma.sync + ldmatrix + cp.async on sm_90a", "[codegen][ptxas]") {
-  // Issue 4's literal check (`flashjit compile --emit ptx`, `ptxas -arch=sm_90a -v`): on sm_90a the
-  // default instruction is wgmma (test above); the mma.sync template is what FLASHJIT_MMA=sync
-  // selects there. Knobs are read once per process, hence the CLI.
+TEST_CASE("codegen: with FLASHJIT_MMA=sync the matrix is mma.sync + ldmatrix + cp.async on sm_90a", "[codegen][ptxas]") {
+  // Through the CLI (`flashjit compile --emit ptx`, `ptxas -arch=sm_90a -v`): on sm_90a the default
+  // instruction is wgmma (test above); the mma.sync template is what FLASHJIT_MMA=sync selects
+  // there. Knobs are read once per process, hence the CLI.
   const std::string ptxas = ptxas_path();
   const std::string cli = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "flashjit").string();
   test::TempDir dir;
   int i = 0;
-  for (const AttentionSpec& s : issue4_matrix()) {
+  for (const AttentionSpec& s : codegen_matrix()) {
     const std::string base = dir.path + "/k" + std::to_string(i++);
     std::ofstream(base + ".yaml") << s.canonical();
     auto c = test::run_command("FLASHJIT_MMA=sync '" + cli + "' compile '" + base + ".yaml' --emit ptx --arch sm_90a -o '" + base + ".ptx'");

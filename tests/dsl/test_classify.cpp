@@ -1,4 +1,4 @@
-// Tile classification and interval analysis against brute-force evaluation (issue 3, done-when 1).
+// Tile classification and interval analysis against brute-force evaluation.
 #include <catch2/catch.hpp>
 
 #include "compiler/dsl/classify.hpp"

@@ -1,4 +1,4 @@
-// d(score)/d(score) against central finite differences (issue 3, done-when 2).
+// d(score)/d(score) against central finite differences.
 #include <catch2/catch.hpp>
 
 #include <cmath>
