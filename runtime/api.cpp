@@ -89,6 +89,9 @@ Kernel Runtime::compile(const AttentionSpec& spec, const CompileOptions& options
 }
 
 const AttentionSpec& Kernel::spec() const { return detail::Access::impl(*this, "spec").spec->spec; }
+const std::string& Kernel::canonical_spec() const {
+  return detail::Access::impl(*this, "canonical_spec").spec->canonical;
+}
 const CompiledKernel& Kernel::compiled() const { return detail::Access::impl(*this, "compiled").compiled; }
 int Kernel::registers() const { return detail::Access::impl(*this, "registers").registers; }
 int Kernel::spill_bytes() const { return detail::Access::impl(*this, "spill_bytes").spill_bytes; }

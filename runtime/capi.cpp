@@ -18,7 +18,6 @@ struct fj_runtime {
 
 struct fj_kernel {
   flashjit::Kernel kernel;
-  std::string canonical;  // the spec's canonical text, owned here for fj_kernel_info::spec
 };
 
 struct fj_block_map {
@@ -204,14 +203,7 @@ FJ_API fj_status fj_compile(fj_runtime* runtime, const char* spec_yaml, fj_kerne
     require(spec_yaml, "fj_compile", "spec_yaml");
     require(out, "fj_compile", "out");
     flashjit::AttentionSpec spec = flashjit::AttentionSpec::from_yaml(spec_yaml);
-    auto* k = new fj_kernel{runtime->runtime.compile(spec), {}};
-    try {
-      k->canonical = spec.canonical();
-    } catch (...) {
-      delete k;
-      throw;
-    }
-    *out = k;
+    *out = new fj_kernel{runtime->runtime.compile(spec)};
   });
 }
 
@@ -234,7 +226,7 @@ FJ_API fj_status fj_kernel_get_info(const fj_kernel* kernel, fj_kernel_info* out
     info.description = c.description.c_str();
     info.arch = c.arch.c_str();
     info.config_reason = c.config_reason.c_str();
-    info.spec = kernel->canonical.c_str();
+    info.spec = kernel->kernel.canonical_spec().c_str();
     info.ptx = c.ptx.c_str();
     info.block_m = c.config.block_m;
     info.block_n = c.config.block_n;

@@ -254,6 +254,8 @@ class FLASHJIT_API BlockMap {
 class FLASHJIT_API Kernel {
  public:
   const AttentionSpec& spec() const;
+  // The spec's canonical YAML (name included), as it was parsed and checked once at compile time.
+  const std::string& canonical_spec() const;
   const CompiledKernel& compiled() const;
   int registers() const;      // per thread, from the driver
   int spill_bytes() const;    // local memory per thread, from the driver
