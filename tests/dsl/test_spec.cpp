@@ -1,4 +1,4 @@
-// Spec loading, canonical text, the C++ builder and the examples (issue 3, done-when 4).
+// Spec loading, canonical text, the C++ builder and the examples; `flashjit check` round-trips them.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
