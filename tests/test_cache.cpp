@@ -200,7 +200,7 @@ TEST_CASE("cli: cache export, clear, import", "[cache][cli]") {
   CHECK_THAT(out.output, Catch::Contains("flashjit_tuning_export: 1"));
 }
 
-TEST_CASE("cli: cache usage errors exit 2 naming the problem; --help exits 0", "[cache][cli]") {
+TEST_CASE("cli: cache usage errors exit 2 naming the problem, and --help exits 0", "[cache][cli]") {
   test::TempDir dir;
   for (const char* sub : {"", " list", " show", " clear", " export", " import"}) {
     auto h = cache(dir.path, std::string(sub) + " --help");

@@ -171,7 +171,7 @@ TEST_CASE("malformed specs and expressions exit 2 with a located message", "[dsl
   fs::remove_all(dir);
 }
 
-TEST_CASE("usage errors exit 2; --help exits 0", "[dsl][errors][cli]") {
+TEST_CASE("usage errors exit 2 and --help exits 0", "[dsl][errors][cli]") {
   const fs::path dir = fresh_dir("flashjit_dsl_usage_");
   Checked r = check({}, dir);
   CHECK(r.code == 2);
