@@ -158,6 +158,7 @@ TEST_CASE("cli: cache list shows GPU identity, spec, bucket, config and time, an
   auto j = cache(c.dir.path, "list --json");
   CHECK(j.code == 0);
   CHECK(j.output == cache_listing_json(list_cache(c.dir.path)) + "\n");
+  CHECK(cache(c.dir.path, "--json list").output == j.output);
 }
 
 TEST_CASE("cli: cache show prints a tuning entry by id prefix, and exits 1 for no match", "[cache][cli]") {
@@ -216,6 +217,7 @@ TEST_CASE("cli: cache usage errors exit 2 naming the problem, and --help exits 0
       {"export", "FILE is required"},
       {"import", "FILE is required"},
       {"clear --json", "unknown option '--json'"},
+      {"--json clear", "--json applies to list and show only"},
       {"list --fast", "unknown option '--fast'; allowed: -h/--help, --json"}};
   for (const auto& [args, says] : bad) {
     auto r = cache(dir.path, args);

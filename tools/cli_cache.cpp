@@ -139,12 +139,14 @@ Command add_cache(CLI::App& app) {
       "FLASHJIT_CACHE_MAX_BYTES bounds the compiled kernels.\n"
       "Exit codes: 0 ok, 1 no such entry, 2 usage error or a malformed import file.");
   auto a = std::make_shared<CacheArgs>();
+  sub->add_flag("--json", a->json, "print list or show as JSON");
   CLI::App* ls = sub->add_subcommand(
       "list", "every tuning entry (GPU identity, spec, shape bucket, chosen config, time) and a summary of the "
               "compiled kernels");
   ls->add_flag("--json", a->json, "print JSON");
   CLI::App* sh = sub->add_subcommand("show", "one entry in full: a tuning entry id or a kernel hash (a unique prefix)");
   sh->add_option("KEY", a->key, "an id or kernel hash from `flashjit cache list`, or a unique prefix")
+      ->type_name("")
       ->required()
       ->check(parsed_by([](const std::string& key) {
         if (key.empty()) throw Error(ErrorKind::usage, "expected an id or hash, or a prefix of one; got ''");
@@ -153,11 +155,13 @@ Command add_cache(CLI::App& app) {
   CLI::App* cl = sub->add_subcommand(
       "clear", "delete all tuning entries (also files moved aside as corrupt) and compiled kernels");
   CLI::App* ex = sub->add_subcommand("export", "write every GPU identity's tunings to one YAML file ('-' = stdout)");
-  ex->add_option("FILE", a->file, "the file to write, or - for stdout")->required();
+  ex->add_option("FILE", a->file, "the file to write, or - for stdout")->type_name("")->required();
   CLI::App* im =
       sub->add_subcommand("import", "merge an export; for the same GPU, key and version the faster entry wins");
-  im->add_option("FILE", a->file, "a file written by `flashjit cache export`")->required();
+  im->add_option("FILE", a->file, "a file written by `flashjit cache export`")->type_name("")->required();
   return {sub, [=] {
+            if (a->json && !ls->parsed() && !sh->parsed())
+              throw Error(ErrorKind::usage, "--json applies to list and show only");
             if (ls->parsed()) return list(a->json);
             if (sh->parsed()) return show(a->key, a->json);
             if (cl->parsed()) return clear();

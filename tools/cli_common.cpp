@@ -1,3 +1,5 @@
+// What the subcommands share: argument validators, tile-config and spec-file parsing, exit codes,
+// safe output files, and ptxas for register counts.
 #include <sys/wait.h>
 #include <unistd.h>
 
