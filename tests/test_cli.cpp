@@ -156,7 +156,7 @@ TEST_CASE("cli: every flag is checked before the GPU: bad values exit 2 naming t
       {"run --config 1,2", "--config: '1,2' is not bm,bn,warps,stages"},
       {"run --config '64,64,4,1;64,64'", "--config: '64,64' is not bm,bn,warps,stages"},
       {"run --heads 6 --heads-kv 4", "--heads 6 is not a multiple of --heads-kv 4"},
-      {"run --device x", "--device: expected an integer >= 0, got 'x'"},
+      {"run --device x", "--device: expected an integer >= 0 and <= 2147483647, got 'x'"},
       {"run --frobnicate", "unknown option '--frobnicate'; allowed: "},
       {"run a.yaml b.yaml", "unexpected argument 'b.yaml'"},
       {"info --device -1", "--device"},

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -34,8 +35,8 @@ Command add_cache(CLI::App& app);
 // ---- argument checks, as CLI11 validators: a failure names the option and what it allows ----------
 // (no description of their own: each option's type_name says what it takes)
 
-// An integer >= `min` (int64).
-CLI::Validator integer_at_least(int64_t min);
+// An integer in [min, max].
+CLI::Validator integer_in(int64_t min, int64_t max = INT64_MAX);
 // A finite number > 0.
 CLI::Validator positive_number();
 // One of `allowed`, exactly.

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,14 +24,15 @@ std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 }  // namespace
 
-CLI::Validator integer_at_least(int64_t min) {
-  const std::string what = min == 1 ? "a positive integer" : "an integer >= " + std::to_string(min);
+CLI::Validator integer_in(int64_t min, int64_t max) {
+  std::string what = min == 1 ? "a positive integer" : "an integer >= " + std::to_string(min);
+  if (max != INT64_MAX) what += " and <= " + std::to_string(max);
   return CLI::Validator(
-      [min, what](std::string& text) -> std::string {
+      [min, max, what](std::string& text) -> std::string {
         errno = 0;
         char* end = nullptr;
         const long long v = std::strtoll(text.c_str(), &end, 10);
-        if (text.empty() || *end != '\0' || errno == ERANGE || v < min)
+        if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
           return "expected " + what + ", got " + in_quotes(text);
         return "";
       },

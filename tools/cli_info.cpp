@@ -1,4 +1,5 @@
 // `flashjit info`: what this machine offers and where flashjit keeps things.
+#include <climits>
 #include <iostream>
 #include <memory>
 
@@ -47,7 +48,7 @@ Command add_info(CLI::App& app) {
   auto device = std::make_shared<int>(0);
   sub->add_option("--device", *device, "CUDA device ordinal")
       ->type_name("N")
-      ->check(integer_at_least(0))
+      ->check(integer_in(0, INT_MAX))
       ->capture_default_str();
   return {sub, [device] { return info(*device); }};
 }

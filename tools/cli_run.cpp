@@ -1,5 +1,6 @@
 // `flashjit run [SPEC]`: compile, run on random inputs, verify against the fp64 reference, time.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -203,7 +204,7 @@ Command add_run(CLI::App& app) {
       "and prints the kernel used, its median time and TFLOP/s. Defaults: batch 4, heads 2048/d, seq 4096\n"
       "(16k tokens, hidden 2048). Without a GPU it compiles, reports the kernel and exits 69.");
   auto a = std::make_shared<RunArgs>();
-  const CLI::Validator positive = integer_at_least(1);
+  const CLI::Validator positive = integer_in(1);
   sub->add_option("SPEC", a->spec, "the spec (YAML file); default: the built-in bf16 d=128 causal")->type_name("");
   sub->add_option("--batch", a->batch, "batch size")->type_name("N")->check(positive)->capture_default_str();
   sub->add_option("--heads", a->heads, "query heads (default 2048/d)")->type_name("N")->check(positive);
@@ -218,15 +219,15 @@ Command add_run(CLI::App& app) {
   sub->add_option("--seq-kv", a->seq_kv, "key sequence length (default --seq)")->type_name("N")->check(positive);
   sub->add_option("--reps", a->reps, "timed launches (median reported)")
       ->type_name("N")
-      ->check(positive)
+      ->check(integer_in(1, INT_MAX))
       ->capture_default_str();
   sub->add_option("--seed", a->seed, "seed of the random inputs")
       ->type_name("N")
-      ->check(integer_at_least(0))
+      ->check(integer_in(0))
       ->capture_default_str();
   sub->add_option("--device", a->device, "CUDA device ordinal")
       ->type_name("N")
-      ->check(integer_at_least(0))
+      ->check(integer_in(0, INT_MAX))
       ->capture_default_str();
   sub->add_option("--config", a->configs, "tile configs to compare (default: the heuristic's)")
       ->type_name("BM,BN,WARPS,STAGES[;...]")

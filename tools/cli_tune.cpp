@@ -1,4 +1,5 @@
 // `flashjit tune SPEC --shapes BxHxSqxSkv,...`: autotune and store, on the public tuning API.
+#include <climits>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -149,7 +150,7 @@ Command add_tune(CLI::App& app) {
   sub->add_flag("--json", a->json, "print the summary as JSON");
   sub->add_option("--device", a->device, "CUDA device ordinal")
       ->type_name("N")
-      ->check(integer_at_least(0))
+      ->check(integer_in(0, INT_MAX))
       ->capture_default_str();
   return {sub, [a] { return tune_command(*a); }};
 }
