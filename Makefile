@@ -2,9 +2,10 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 # Debian packages the build needs: LLVM 19 (NVPTX, linked statically), yaml-cpp,
-# Catch2 v2, the compression libraries llvm-config lists for a static LLVM, and clang-14 with
-# libclang-rt-14-dev for the bounded libFuzzer run of the spec front end (fuzz/run.sh).
-PACKAGES := cmake g++ make llvm-19-dev libyaml-cpp-dev catch2 zlib1g-dev libzstd-dev clang-14 libclang-rt-14-dev
+# Catch2 v2, CLI11 (the CLI's argument parser), the compression libraries llvm-config lists for a
+# static LLVM, and clang-14 with libclang-rt-14-dev for the bounded libFuzzer run of the spec
+# front end (fuzz/run.sh).
+PACKAGES := cmake g++ make llvm-19-dev libyaml-cpp-dev catch2 libcli11-dev zlib1g-dev libzstd-dev clang-14 libclang-rt-14-dev
 
 .PHONY: all deps configure build run test clean
 

@@ -1,12 +1,6 @@
-# The caches and the autotuner's search (issue 5): no CUDA; of LLVM only LLVM Support (static);
-# yaml-cpp and support/.
-# Included by the top-level CMakeLists.txt, which links flashjit_autotune into libflashjit.so.
-#
-# flashjit_autotune is an OBJECT library, not a STATIC one: libflashjit.so links with
-# -Wl,--exclude-libs,ALL, which hides every symbol that comes from a static archive — including
-# the FLASHJIT_API functions the CLI calls (run_cache_command, parse_byte_size). Object files
-# linked directly keep their default visibility. `target_link_libraries(flashjit PRIVATE
-# flashjit_autotune)` links an object library's objects directly (CMake >= 3.12).
+# The caches and the autotuner's search: no CUDA; of LLVM only LLVM Support (static); yaml-cpp and
+# support/. Included by the top-level CMakeLists.txt, which links flashjit_autotune into
+# libflashjit.so; nothing here is exported from it (the public cache API is runtime/cache_api.cpp).
 
 set(FLASHJIT_AUTOTUNE_SOURCES
   ${CMAKE_SOURCE_DIR}/autotune/durable_file.cpp
@@ -16,17 +10,17 @@ set(FLASHJIT_AUTOTUNE_SOURCES
   ${CMAKE_SOURCE_DIR}/autotune/tuning_yaml.cpp
   ${CMAKE_SOURCE_DIR}/autotune/tuning_cache.cpp
   ${CMAKE_SOURCE_DIR}/autotune/search.cpp
-  ${CMAKE_SOURCE_DIR}/autotune/search_report.cpp
-  ${CMAKE_SOURCE_DIR}/autotune/cache_command.cpp)
+  ${CMAKE_SOURCE_DIR}/autotune/search_report.cpp)
 
 if(NOT YAML_CPP_LIB)
   find_library(YAML_CPP_LIB NAMES yaml-cpp REQUIRED)  # the shared one: Debian's .a is not PIC
 endif()
 
-add_library(flashjit_autotune OBJECT ${FLASHJIT_AUTOTUNE_SOURCES})
+add_library(flashjit_autotune STATIC ${FLASHJIT_AUTOTUNE_SOURCES})
 set_target_properties(flashjit_autotune PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(flashjit_autotune PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/include)
-# FLASHJIT_BUILDING turns FLASHJIT_API into visibility("default") for the functions the CLI uses.
+# FLASHJIT_BUILDING: these objects are part of libflashjit.so, so the public classes they use
+# (Error, TileConfig) have the same visibility in them as in the library's other objects.
 target_compile_definitions(flashjit_autotune PRIVATE FLASHJIT_BUILDING=1 _GNU_SOURCE)
 target_link_libraries(flashjit_autotune PUBLIC ${YAML_CPP_LIB})
 target_include_directories(flashjit_autotune SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})

@@ -18,7 +18,7 @@ constexpr uint64_t kDefaultCompileCacheBytes = uint64_t(1) << 30;  // 1 GiB
 
 // "1073741824", "512MiB", "1GiB", "64K"... (K/M/G/T = KiB/MiB/GiB/TiB; an optional "iB"/"B").
 // Throws Error(usage) naming `what` (e.g. the knob) and the text when it is not a size.
-FLASHJIT_API uint64_t parse_byte_size(std::string_view text, std::string_view what);
+uint64_t parse_byte_size(std::string_view text, std::string_view what);
 
 struct CachedKernelFile {
   std::string hash;       // SHA-256 of the key text: the file name without ".fjk"
@@ -37,7 +37,7 @@ struct CompileCacheStats {
 // sees a whole entry or none; eviction runs under an flock so two processes do not evict twice.
 // A damaged, foreign-version or mismatched file is a miss with one warning; the next put of that
 // key replaces it (rename over it). Nothing here throws on bad cache contents.
-class FLASHJIT_API CompileCache {
+class CompileCache {
  public:
   // Entries live in `cache_root`/kernels; `max_bytes` bounds the sum of entry sizes.
   explicit CompileCache(std::string cache_root, uint64_t max_bytes = kDefaultCompileCacheBytes);

@@ -24,7 +24,7 @@ struct ImportSummary {
 // rename a new file in, so concurrent processes lose no entries. A file that cannot be parsed (bad
 // YAML, other schema, another GPU's contents) is renamed to `<file>.corrupt-<UTC time>` with a
 // warning — kept for inspection, never deleted — and a fresh file is started.
-class FLASHJIT_API TuningCache {
+class TuningCache {
  public:
   // Files live in `cache_root`/tuning. Entries carry the flashjit version that measured them and
   // lookup() only returns entries of `flashjit_version`: a new release may generate other code.

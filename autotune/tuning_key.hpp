@@ -13,9 +13,9 @@
 namespace flashjit::autotune {
 
 // "bm64_bn64_w4_s2" (the same text as TileConfig::str(), which lives in the compiler library).
-FLASHJIT_API std::string config_name(const TileConfig& c);
+std::string config_name(const TileConfig& c);
 // Inverse of config_name; nullopt when `text` is not of that form.
-FLASHJIT_API std::optional<TileConfig> parse_config_name(std::string_view text);
+std::optional<TileConfig> parse_config_name(std::string_view text);
 inline bool same_config(const TileConfig& a, const TileConfig& b) {
   return a.block_m == b.block_m && a.block_n == b.block_n && a.num_warps == b.num_warps && a.num_stages == b.num_stages;
 }
@@ -28,16 +28,16 @@ struct GpuIdentity {
   int cc_major = 0, cc_minor = 0;
   int driver_version = 0;
   bool operator==(const GpuIdentity&) const = default;
-  FLASHJIT_API std::string str() const;        // "NVIDIA H200, 132 SMs, cc 9.0, driver 13000"
+  std::string str() const;  // "NVIDIA H200, 132 SMs, cc 9.0, driver 13000"
   // A file name stem of [A-Za-z0-9._-] only: "NVIDIA_H200-132sm-cc90-drv13000".
-  FLASHJIT_API std::string file_stem() const;
+  std::string file_stem() const;
 };
 inline GpuIdentity gpu_identity(const DeviceInfo& d) {
   return {d.name, d.sm_count, d.cc_major, d.cc_minor, d.driver_version};
 }
 
 // Smallest power of two >= n (n <= 1 → 1).
-FLASHJIT_API int64_t round_up_pow2(int64_t n);
+int64_t round_up_pow2(int64_t n);
 
 // Shapes that share a tuning: sequence lengths and batch×heads rounded up to powers of two; head
 // dims exact (they change the kernel itself).
@@ -45,15 +45,15 @@ struct ShapeBucket {
   int64_t seq_q = 0, seq_kv = 0, batch_heads = 0;
   int d_qk = 0, d_v = 0;
   bool operator==(const ShapeBucket&) const = default;
-  FLASHJIT_API static ShapeBucket of(int64_t batch, int64_t heads_q, int64_t seq_q, int64_t seq_kv, int d_qk, int d_v);
-  FLASHJIT_API std::string str() const;  // "sq4096_skv4096_bh64_d128x128"
+  static ShapeBucket of(int64_t batch, int64_t heads_q, int64_t seq_q, int64_t seq_kv, int d_qk, int d_v);
+  std::string str() const;  // "sq4096_skv4096_bh64_d128x128"
 };
 
 struct TuningKey {
   std::string spec_hash;  // hash of the spec's canonical text (the caller's choice of hash)
   ShapeBucket bucket;
   bool operator==(const TuningKey&) const = default;
-  FLASHJIT_API std::string str() const;  // "<spec_hash>/<bucket>"
+  std::string str() const;  // "<spec_hash>/<bucket>"
 };
 
 // One row of the runner-up table: a measured config, or one that failed and why.
@@ -86,6 +86,6 @@ struct TuningFile {
 };
 
 // A short stable id for `flashjit cache show`: 12 hex digits of SHA-256(identity|key|version).
-FLASHJIT_API std::string record_id(const GpuIdentity& gpu, const TuningRecord& record);
+std::string record_id(const GpuIdentity& gpu, const TuningRecord& record);
 
 }  // namespace flashjit::autotune

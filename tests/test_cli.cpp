@@ -33,7 +33,8 @@ TEST_CASE("cli: --help on every command, and unknown commands/options are usage 
   CHECK_THAT(u.output, Catch::Contains("unknown command 'frobnicate'"));
   auto o = test::run_command(kCli + " compile --bogus x.yaml");
   CHECK(o.code == 2);
-  CHECK_THAT(o.output, Catch::Contains("unknown option --bogus"));
+  CHECK_THAT(o.output, Catch::Contains("unknown option '--bogus'") && Catch::Contains("allowed: ") &&
+                           Catch::Contains("--emit"));
 }
 
 TEST_CASE("cli: compile emits PTX or LLVM IR, and bad specs exit 2 naming the problem", "[cli]") {
@@ -53,7 +54,7 @@ TEST_CASE("cli: compile emits PTX or LLVM IR, and bad specs exit 2 naming the pr
   CHECK_THAT(bad.output, Catch::Contains("b.yaml:2:11") && Catch::Contains("100 is not a multiple of 8"));
   auto missing = test::run_command(kCli + " compile " + d.path + "/nope.yaml");
   CHECK(missing.code == 2);
-  CHECK_THAT(missing.output, Catch::Contains("cannot read spec file"));
+  CHECK_THAT(missing.output, Catch::Contains("nope.yaml: cannot read the spec file"));
   auto cfg = test::run_command(kCli + " compile " + spec + " --config 64,64,4,7");
   CHECK(cfg.code == 2);
   CHECK_THAT(cfg.output, Catch::Contains("num_stages must be 1 to 4"));
@@ -76,7 +77,8 @@ TEST_CASE("cli: a failed compile never overwrites the -o file and a good one rep
 
 TEST_CASE("cli: info and run say plainly whether a GPU is there (exit 69 when not)", "[cli]") {
   auto info = test::run_command(kCli + " info");
-  CHECK_THAT(info.output, Catch::Contains("LLVM 19.") && Catch::Contains("PTX ISA 8.0") && Catch::Contains("cache dir"));
+  CHECK_THAT(info.output,
+             Catch::Contains("LLVM 19.") && Catch::Contains("PTX ISA 8.0") && Catch::Contains("cache dir"));
   if (test::gpu_available()) {
     CHECK(info.code == 0);
     CHECK_THAT(info.output, Catch::Contains("compute capability") && Catch::Contains("SMs"));
@@ -95,9 +97,104 @@ TEST_CASE("cli: check prints canonical specs and exits 2 on errors with line:col
   auto ok = test::run_command(kCli + " check " + good);
   CHECK(ok.code == 0);
   CHECK_THAT(ok.output, Catch::Contains("mask: \"q >= kv\""));
-  auto bad = test::run_command(kCli + " check " + write(d, "b.yaml", "dtype: bf16\nhead_dim: 64\nmask: \"q >= kvv\"\n"));
+  auto bad =
+      test::run_command(kCli + " check " + write(d, "b.yaml", "dtype: bf16\nhead_dim: 64\nmask: \"q >= kvv\"\n"));
   CHECK(bad.code == 2);
   CHECK_THAT(bad.output, Catch::Contains("b.yaml:3:") && Catch::Contains("kvv"));
   auto expr = test::run_command(kCli + " check --expr \"causal && q - kv < 128\"");
   CHECK(expr.code == 0);
+}
+
+TEST_CASE("cli: -h and --help on every command and subcommand, the top level and `help`", "[cli]") {
+  for (const char* cmd : {"", " info", " check", " compile", " run", " tune", " cache", " cache list", " cache show",
+                          " cache clear", " cache export", " cache import"}) {
+    for (const char* flag : {" -h", " --help"}) {
+      auto r = test::run_command(kCli + cmd + flag);
+      INFO(cmd << flag << ": " << r.output);
+      CHECK(r.code == 0);
+      CHECK_THAT(r.output, Catch::Contains(std::string("usage: flashjit") + cmd + " "));
+    }
+  }
+  auto help = test::run_command(kCli + " help");
+  CHECK(help.code == 0);
+  CHECK_THAT(help.output, Catch::Contains("usage: flashjit [OPTIONS]") && Catch::Contains("compile"));
+  auto none = test::run_command(kCli);
+  CHECK(none.code == 2);
+  CHECK_THAT(none.output, Catch::Contains("usage: flashjit [OPTIONS]"));
+  auto version = test::run_command(kCli + " --version");
+  CHECK(version.code == 0);
+  CHECK_THAT(version.output, Catch::StartsWith("flashjit " + versions().flashjit + " (LLVM 19."));
+}
+
+TEST_CASE("cli: --opt=value and --opt value both work", "[cli]") {
+  test::TempDir d;
+  std::string spec = write(d, "s.yaml", "dtype: bf16\nhead_dim: 64\nmask: causal\n");
+  auto eq = test::run_command(kCli + " compile " + spec + " --emit=llvm --arch=sm_80 --config=64,64,4,1 --output=" +
+                              d.path + "/a.ll");
+  INFO(eq.output);
+  CHECK(eq.code == 0);
+  CHECK_THAT(eq.output, Catch::Contains("config bm64_bn64_w4_s1") && Catch::Contains("for sm_80"));
+  auto sp = test::run_command(kCli + " compile " + spec + " --emit llvm --arch sm_80 --config 64,64,4,1 -o " + d.path +
+                              "/b.ll");
+  CHECK(sp.code == 0);
+  std::ifstream a(d.path + "/a.ll"), b(d.path + "/b.ll");
+  std::string ta((std::istreambuf_iterator<char>(a)), {}), tb((std::istreambuf_iterator<char>(b)), {});
+  CHECK_THAT(ta, Catch::Contains("define ptx_kernel void @flashjit_fwd_"));
+  CHECK(ta == tb);
+  auto expr = test::run_command(kCli + " check --expr='q - kv < w' --param=w:i32=8 --kind=mask");
+  CHECK(expr.code == 0);
+  CHECK_THAT(expr.output, Catch::Contains("q - kv < w"));
+}
+
+TEST_CASE("cli: every flag is checked before the GPU: bad values exit 2 naming the flag and what it allows", "[cli]") {
+  test::TempDir d;
+  const std::string spec = write(d, "s.yaml", "dtype: bf16\nhead_dim: 64\nmask: causal\n");
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"run --seq abc", "--seq: expected a positive integer, got 'abc'"},
+      {"run --seq=0", "--seq: expected a positive integer, got '0'"},
+      {"run --batch -3", "--batch"},
+      {"run --config 1,2", "--config: '1,2' is not bm,bn,warps,stages"},
+      {"run --config '64,64,4,1;64,64'", "--config: '64,64' is not bm,bn,warps,stages"},
+      {"run --heads 6 --heads-kv 4", "--heads 6 is not a multiple of --heads-kv 4"},
+      {"run --device x", "--device: expected an integer >= 0 and <= 2147483647, got 'x'"},
+      {"run --frobnicate", "unknown option '--frobnicate'; allowed: "},
+      {"run a.yaml b.yaml", "unexpected argument 'b.yaml'"},
+      {"info --device -1", "--device"},
+      {"compile " + spec + " --emit asm", "--emit: 'asm' is not allowed; use llvm or ptx"},
+      {"compile " + spec + " --config 64", "--config: '64' is not bm,bn,warps,stages"},
+      {"compile", "SPEC is required"},
+      {"tune x.yaml --shapes 4x16 --mode fast", "--shapes: '4x16' is not BxHxSqxSkv"},
+      {"tune " + spec + " --shapes 4x16x64x64 --mode fast", "--mode: 'fast' is not allowed; use quick or full"},
+      {"tune " + spec + " --shapes 4x16x64x64 --deadline=0", "--deadline: expected a positive number, got '0'"},
+      {"check --expr 'q >= kv' --kind bias", "--kind: 'bias' is not allowed; use mask or score"},
+      {"check --expr 'q >= w' --param w", "--param: 'w': expected NAME:i32 or NAME:f32"},
+      {"check --expr 'q >= w' --param w:i32=1.5", "the default '1.5' is not an i32"},
+      {"check --expr 'd[q] > 0' --tensor d:i32:seq", "--tensor: 'd:i32:seq': 'seq' is not a dimension"},
+      {"check --kind mask " + spec, "--kind requires --expr"},
+      {"check --expr 'q >= kv' " + spec, "excludes"},
+  };
+  for (const auto& [args, says] : bad) {
+    auto r = test::run_command(kCli + " " + args);
+    INFO(args << ": " << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains(says));
+    CHECK_THAT(r.output, !Catch::Contains("nothing ran") && !Catch::Contains("compiled "));
+  }
+}
+
+TEST_CASE("cli: check --expr prints the canonical expression and its analyses", "[cli]") {
+  auto mask = test::run_command(kCli + " check --expr 'causal && q - kv < 128'");
+  CHECK(mask.code == 0);
+  CHECK_THAT(mask.output, Catch::StartsWith("causal && q - kv < 128\n# kv range: exact;") &&
+                              Catch::Contains("\n# q range: exact;"));
+  auto score = test::run_command(kCli + " check --expr 'softcap * tanh(score / softcap)' --param softcap:f32=50");
+  CHECK(score.code == 0);
+  CHECK_THAT(score.output, Catch::Contains("\n# d/dscore: ") && !Catch::Contains("kv range"));
+  auto json = test::run_command(kCli + " check --json --expr 'doc[q] == doc[kv]' --tensor doc:i32:seq_q");
+  CHECK(json.code == 0);
+  CHECK_THAT(json.output, Catch::StartsWith("{\"expr\":\"doc[q] == doc[kv]\",\"kind\":\"mask\"") &&
+                              Catch::Contains("\"affine\":false"));
+  auto bad = test::run_command(kCli + " check --expr 'q >= kvv'");
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Catch::StartsWith("<expr>:1:6: ") && Catch::Contains("^"));
 }

@@ -1,6 +1,12 @@
-// The flashjit command-line tool: subcommands and their shared helpers.
+// The flashjit command-line tool: one CLI11 app whose subcommands are thin programs on the public
+// API, and the helpers they share.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,21 +15,45 @@
 
 namespace flashjit::cli {
 
-// Exit codes (DESIGN §7): sysexits-style so CTest can treat 69 as "skipped".
+// Exit codes, sysexits-style so that CTest can treat 69 as "skipped".
 enum Exit { kOk = 0, kFailure = 1, kUsage = 2, kNoGpu = 69, kInternal = 70 };
 
-// Minimal argument list: positional words and --flag [value] options, with unknown flags rejected.
-struct Args {
-  std::vector<std::string> positional;
-  std::vector<std::pair<std::string, std::string>> options;  // flag → value ("" for switches)
-  bool has(const std::string& flag) const;
-  std::optional<std::string> get(const std::string& flag) const;
-  int64_t get_int(const std::string& flag, int64_t fallback) const;
+// A subcommand: CLI11 parses and validates its arguments (a bad one exits 2 before `run`); `run`
+// then does the work and returns the exit code. Errors `run` throws are mapped by exit_code_for.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
 };
-// `with_value` lists flags that take a value; `switches` those that do not. Throws Error(usage).
-Args parse_args(int argc, char** argv, int first, const std::vector<std::string>& with_value,
-                const std::vector<std::string>& switches);
 
+Command add_info(CLI::App& app);
+Command add_check(CLI::App& app);
+Command add_compile(CLI::App& app);
+Command add_run(CLI::App& app);
+Command add_tune(CLI::App& app);
+Command add_cache(CLI::App& app);
+
+// ---- argument checks, as CLI11 validators: a failure names the option and what it allows ----------
+// (no description of their own: each option's type_name says what it takes)
+
+// An integer in [min, max].
+CLI::Validator integer_in(int64_t min, int64_t max = INT64_MAX);
+// A finite number > 0.
+CLI::Validator positive_number();
+// One of `allowed`, exactly.
+CLI::Validator one_of(std::initializer_list<const char*> allowed);
+// Accepted when `parse` does not throw flashjit::Error; its message explains a rejection.
+CLI::Validator parsed_by(std::function<void(const std::string&)> parse);
+
+// "bm,bn,warps,stages" (four integers) → TileConfig; Error(usage) otherwise. Whether the config
+// fits the spec and target is the compiler's check.
+TileConfig parse_tile_config(const std::string& text);
+// "bm,bn,warps,stages[;bm,bn,warps,stages...]" → the configs; Error(usage) naming the bad item.
+std::vector<TileConfig> parse_tile_configs(const std::string& text);
+
+// ---- shared by the subcommands --------------------------------------------------------------------
+
+// The text of a spec file; Error(spec) "PATH: cannot read the spec file (reason)".
+std::string read_spec_file(const std::string& path);
 // SPEC path → spec (a missing file or bad YAML is Error(spec)); no path → default_spec().
 AttentionSpec load_spec_arg(const std::optional<std::string>& path);
 int exit_code_for(const Error& e);
@@ -37,9 +67,5 @@ struct PtxasReport {
   std::string log;
 };
 PtxasReport run_ptxas(const std::string& ptx, const std::string& arch);
-
-int cmd_info(int argc, char** argv);
-int cmd_compile(int argc, char** argv);
-int cmd_run(int argc, char** argv);
 
 }  // namespace flashjit::cli

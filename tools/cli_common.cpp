@@ -1,8 +1,15 @@
+// What the subcommands share: argument validators, tile-config and spec-file parsing, exit codes,
+// safe output files, and ptxas for register counts.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -11,67 +18,105 @@
 
 namespace flashjit::cli {
 
-bool Args::has(const std::string& flag) const {
-  for (auto& [k, v] : options)
-    if (k == flag) return true;
-  return false;
+namespace {
+
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace
+
+CLI::Validator integer_in(int64_t min, int64_t max) {
+  std::string what = min == 1 ? "a positive integer" : "an integer >= " + std::to_string(min);
+  if (max != INT64_MAX) what += " and <= " + std::to_string(max);
+  return CLI::Validator(
+      [min, max, what](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno == ERANGE || v < min || v > max)
+          return "expected " + what + ", got " + in_quotes(text);
+        return "";
+      },
+      "");
 }
 
-std::optional<std::string> Args::get(const std::string& flag) const {
-  for (auto& [k, v] : options)
-    if (k == flag) return v;
-  return std::nullopt;
+CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v))
+          return "expected a positive number, got " + in_quotes(text);
+        return "";
+      },
+      "");
 }
 
-int64_t Args::get_int(const std::string& flag, int64_t fallback) const {
-  auto v = get(flag);
-  if (!v) return fallback;
-  char* end = nullptr;
-  long long x = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || x < 0)
-    throw Error(ErrorKind::usage, flag + " expects a non-negative integer, got '" + *v + "'");
-  return x;
+CLI::Validator one_of(std::initializer_list<const char*> allowed) {
+  std::vector<std::string> names(allowed.begin(), allowed.end());
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return CLI::Validator(
+      [names, list](std::string& text) -> std::string {
+        for (const std::string& n : names)
+          if (text == n) return "";
+        return in_quotes(text) + " is not allowed; use " + list;
+      },
+      "");
 }
 
-Args parse_args(int argc, char** argv, int first, const std::vector<std::string>& with_value,
-                const std::vector<std::string>& switches) {
-  Args a;
-  for (int i = first; i < argc; ++i) {
-    std::string w = argv[i];
-    if (w.size() < 2 || w[0] != '-' || w == "--") {
-      a.positional.push_back(w);
-      continue;
-    }
-    std::string value;
-    if (auto eq = w.find('='); eq != std::string::npos) {
-      value = w.substr(eq + 1);
-      w = w.substr(0, eq);
-    }
-    bool takes = false, known = false;
-    for (auto& f : with_value) if (f == w) takes = known = true;
-    for (auto& f : switches) if (f == w) known = true;
-    if (!known) {
-      std::string all;
-      for (auto& f : with_value) all += " " + f;
-      for (auto& f : switches) all += " " + f;
-      throw Error(ErrorKind::usage, "unknown option " + w + "; allowed:" + all);
-    }
-    if (takes && value.empty()) {
-      if (i + 1 >= argc) throw Error(ErrorKind::usage, w + " needs a value");
-      value = argv[++i];
-    }
-    a.options.emplace_back(w, value);
+CLI::Validator parsed_by(std::function<void(const std::string&)> parse) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        try {
+          parse(text);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      },
+      "");
+}
+
+TileConfig parse_tile_config(const std::string& text) {
+  TileConfig t;
+  int* fields[] = {&t.block_m, &t.block_n, &t.num_warps, &t.num_stages};
+  size_t at = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const size_t comma = i < 3 ? text.find(',', at) : text.size();
+    const std::string item = comma == std::string::npos ? "" : text.substr(at, comma - at);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > INT_MAX)
+      throw Error(ErrorKind::usage, in_quotes(text) + " is not bm,bn,warps,stages (four integers, e.g. 64,64,4,2)");
+    *fields[i] = static_cast<int>(v);
+    at = comma + 1;
   }
-  return a;
+  return t;
+}
+
+std::vector<TileConfig> parse_tile_configs(const std::string& text) {
+  std::vector<TileConfig> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t semi = text.find(';', start);
+    out.push_back(parse_tile_config(text.substr(start, semi == std::string::npos ? std::string::npos : semi - start)));
+    if (semi == std::string::npos) return out;
+    start = semi + 1;
+  }
+}
+
+std::string read_spec_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Error(ErrorKind::spec, path + ": cannot read the spec file (" + std::strerror(errno) + ")");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 AttentionSpec load_spec_arg(const std::optional<std::string>& path) {
   if (!path) return default_spec();
-  std::ifstream f(*path);
-  if (!f) throw Error(ErrorKind::spec, "cannot read spec file '" + *path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return AttentionSpec::from_yaml(ss.str(), *path);
+  return AttentionSpec::from_yaml(read_spec_file(*path), *path);
 }
 
 int exit_code_for(const Error& e) {

@@ -1,5 +1,6 @@
 // `flashjit compile SPEC`: the compiler alone, no GPU needed.
 #include <iostream>
+#include <memory>
 
 #include "tools/cli.hpp"
 
@@ -7,35 +8,22 @@ namespace flashjit::cli {
 
 namespace {
 
-TileConfig parse_config(const std::string& text) {
-  int v[4];
-  if (std::sscanf(text.c_str(), "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) != 4)
-    throw Error(ErrorKind::usage, "--config expects bm,bn,warps,stages (e.g. 32,32,4,1), got '" + text + "'");
-  return TileConfig{v[0], v[1], v[2], v[3]};
-}
+struct CompileArgs {
+  std::string spec;
+  std::string emit = "ptx";
+  std::string arch = "sm_90a";
+  std::string config;  // "" → the heuristic table's
+  std::string output;  // "" → stdout
+};
 
-}  // namespace
-
-int cmd_compile(int argc, char** argv) {
-  Args a = parse_args(argc, argv, 2, {"--emit", "--arch", "--config", "-o", "--output"}, {"--help"});
-  if (a.has("--help")) {
-    std::cout << "usage: flashjit compile SPEC [--emit llvm|ptx] [--arch sm_90a] [--config bm,bn,warps,stages] [-o FILE]\n"
-                 "Compiles SPEC (YAML) and writes the optimised LLVM IR or the PTX to FILE (default stdout).\n"
-                 "A summary (kernel key, tile config and why, sizes; registers and spills when ptxas is found)\n"
-                 "goes to stderr. FILE is replaced only when the compile succeeds.\n";
-    return kOk;
-  }
-  if (a.positional.size() != 1) throw Error(ErrorKind::usage, "compile needs exactly one SPEC file (see --help)");
-  std::string emit = a.get("--emit").value_or("ptx");
-  if (emit != "ptx" && emit != "llvm") throw Error(ErrorKind::usage, "--emit '" + emit + "' is not allowed; use llvm or ptx");
-  AttentionSpec spec = load_spec_arg(a.positional[0]);
+int compile(const CompileArgs& a) {
+  AttentionSpec spec = load_spec_arg(a.spec);
   CompileOptions opts;
-  opts.arch = a.get("--arch").value_or("sm_90a");
-  if (auto c = a.get("--config")) opts.config = parse_config(*c);
+  opts.arch = a.arch;
+  if (!a.config.empty()) opts.config = parse_tile_config(a.config);
   CompiledKernel k = compile_to_ptx(spec, opts);
-  const std::string& text = emit == "ptx" ? k.ptx : k.llvm_ir;
-  auto out = a.get("-o") ? a.get("-o") : a.get("--output");
-  if (out) write_output(*out, text);
+  const std::string& text = a.emit == "ptx" ? k.ptx : k.llvm_ir;
+  if (!a.output.empty()) write_output(a.output, text);
   else std::cout << text;
   std::cerr << "kernel " << k.key << " (" << k.entry << ") for " << k.arch << ": config " << k.config.str() << " — "
             << k.config_reason << "; PTX " << k.ptx.size() << " bytes, " << k.threads << " threads, "
@@ -49,6 +37,30 @@ int cmd_compile(int argc, char** argv) {
     std::cerr << "; ptxas FAILED:\n" << r.log;
   std::cerr << "\n";
   return kOk;
+}
+
+}  // namespace
+
+Command add_compile(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("compile", "compile a spec to LLVM IR or PTX (no GPU needed)");
+  sub->footer(
+      "Compiles SPEC (YAML) and writes the optimised LLVM IR or the PTX to FILE (default stdout).\n"
+      "A summary (kernel key, tile config and why, sizes; registers and spills when ptxas is found)\n"
+      "goes to stderr. FILE is replaced only when the compile succeeds.");
+  auto a = std::make_shared<CompileArgs>();
+  sub->add_option("SPEC", a->spec, "the spec (YAML file)")->type_name("")->required();
+  sub->add_option("--emit", a->emit, "what to write")
+      ->type_name("llvm|ptx")
+      ->check(one_of({"llvm", "ptx"}))
+      ->capture_default_str();
+  sub->add_option("--arch", a->arch, "PTX target: sm_80, sm_86, sm_89, sm_90 or sm_90a")
+      ->type_name("ARCH")
+      ->capture_default_str();
+  sub->add_option("--config", a->config, "tile config (default: the heuristic's)")
+      ->type_name("BM,BN,WARPS,STAGES")
+      ->check(parsed_by(parse_tile_config));
+  sub->add_option("-o,--output", a->output, "write to FILE instead of stdout")->type_name("FILE");
+  return {sub, [a] { return compile(*a); }};
 }
 
 }  // namespace flashjit::cli

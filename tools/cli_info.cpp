@@ -1,19 +1,15 @@
 // `flashjit info`: what this machine offers and where flashjit keeps things.
+#include <climits>
 #include <iostream>
+#include <memory>
 
 #include "tools/cli.hpp"
 
 namespace flashjit::cli {
 
-int cmd_info(int argc, char** argv) {
-  Args a = parse_args(argc, argv, 2, {"--device"}, {"--help"});
-  if (a.has("--help")) {
-    std::cout << "usage: flashjit info [--device N]\n"
-                 "Prints flashjit, LLVM and PTX versions, the cache location, every FLASHJIT_* knob, and the\n"
-                 "device's name, compute capability, SM count, shared memory and driver version.\n"
-                 "Exits 69 when there is no CUDA driver or device (the rest is still printed).\n";
-    return kOk;
-  }
+namespace {
+
+int info(int device) {
   VersionInfo v = versions();
   std::cout << "flashjit " << v.flashjit << "\n"
             << "LLVM " << v.llvm << " (NVPTX, linked in)\n"
@@ -23,7 +19,7 @@ int cmd_info(int argc, char** argv) {
             << "knobs:\n";
   for (const KnobInfo& k : knobs()) std::cout << "  " << k.name << "=" << k.value << "\n";
   try {
-    Runtime rt = Runtime::create(static_cast<int>(a.get_int("--device", 0)));
+    Runtime rt = Runtime::create(device);
     const DeviceInfo& d = rt.device();
     std::cout << "device " << d.ordinal << ": " << d.name << "\n"
               << "  compute capability " << d.cc_major << "." << d.cc_minor << " (flashjit target " << d.arch() << ")\n"
@@ -39,6 +35,22 @@ int cmd_info(int argc, char** argv) {
     return kNoGpu;
   }
   return kOk;
+}
+
+}  // namespace
+
+Command add_info(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("info", "devices, driver, compute capability, LLVM/PTX versions, cache location");
+  sub->footer(
+      "Prints flashjit, LLVM and PTX versions, the cache location, every FLASHJIT_* knob, and the\n"
+      "device's name, compute capability, SM count, shared memory and driver version.\n"
+      "Exits 69 when there is no CUDA driver or device (the rest is still printed).");
+  auto device = std::make_shared<int>(0);
+  sub->add_option("--device", *device, "CUDA device ordinal")
+      ->type_name("N")
+      ->check(integer_in(0, INT_MAX))
+      ->capture_default_str();
+  return {sub, [device] { return info(*device); }};
 }
 
 }  // namespace flashjit::cli

@@ -1,8 +1,10 @@
 // `flashjit run [SPEC]`: compile, run on random inputs, verify against the fp64 reference, time.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <random>
 
 #include "flashjit/reference.hpp"
@@ -12,7 +14,19 @@ namespace flashjit::cli {
 
 namespace {
 
-// Forward FLOPs (DESIGN §9): 2·s_q·s_kv·(d_qk + d_v) per (batch, head), times the visible fraction.
+// 0 in a size field: not given (heads: 2048/d, hidden 2048; heads_kv: heads; seq_q, seq_kv: seq).
+struct RunArgs {
+  std::string spec;  // "" → default_spec()
+  int64_t batch = 4, heads = 0, heads_kv = 0, seq = 4096, seq_q = 0, seq_kv = 0;
+  int reps = 20;
+  int64_t seed = 1;
+  int device = 0;
+  std::string configs;  // "" → the heuristic table's
+  bool no_verify = false;
+};
+
+// Forward FLOPs, FlashAttention's convention (docs/perf-notes.md): 2·s_q·s_kv·(d_qk + d_v) per
+// (batch, head), times the fraction of (query, key) pairs the mask leaves visible.
 double forward_flops(const ref::Problem& p) {
   return 2.0 * double(p.seq_q) * double(p.seq_kv) * ref::visible_fraction(p) * double(p.d_qk() + p.d_v()) *
          double(p.batch * p.heads_q);
@@ -22,15 +36,6 @@ void fill_random(std::vector<uint16_t>& v, size_t n, DType dt, std::mt19937_64& 
   std::normal_distribution<float> dist(0.f, 1.f);
   v.resize(n);
   for (auto& x : v) x = ref::to_half_bits(dist(rng), dt);
-}
-
-std::vector<std::string> split_list(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t pos; (pos = s.find(sep, start)) != std::string::npos; start = pos + 1)
-    out.push_back(s.substr(start, pos - start));
-  out.push_back(s.substr(start));
-  return out;
 }
 
 int compile_only(const AttentionSpec& spec, const Error& why) {
@@ -49,137 +54,186 @@ int compile_only(const AttentionSpec& spec, const Error& why) {
   return kNoGpu;
 }
 
-}  // namespace
 
-int cmd_run(int argc, char** argv) {
-  Args a = parse_args(
-      argc, argv, 2,
-      {"--batch", "--heads", "--heads-kv", "--seq-q", "--seq-kv", "--seq", "--reps", "--seed", "--device", "--config"},
-      {"--help", "--no-verify"});
-  if (a.has("--help")) {
-    std::cout
-        << "usage: flashjit run [SPEC] [--batch B] [--heads H] [--heads-kv HKV] [--seq S | --seq-q SQ --seq-kv SKV]\n"
-           "                    [--reps N] [--seed N] [--device N] [--config bm,bn,warps,stages[;...]] [--no-verify]\n"
-           "Compiles SPEC (default: bf16, d=128, causal), runs it on random N(0,1) inputs, checks the output\n"
-           "against the fp64 reference by the FlashAttention rule (error <= 2x a same-dtype implementation's),\n"
-           "and prints the kernel used, its median time and TFLOP/s. Defaults: batch 4, heads 2048/d, seq 4096\n"
-           "(16k tokens, hidden 2048). Without a GPU it compiles, reports the kernel and exits 69.\n";
-    return kOk;
-  }
-  if (a.positional.size() > 1) throw Error(ErrorKind::usage, "run takes at most one SPEC file");
-  AttentionSpec spec = load_spec_arg(a.positional.empty() ? std::nullopt : std::optional(a.positional[0]));
-  std::optional<Runtime> rt;
-  try {
-    rt = Runtime::create(static_cast<int>(a.get_int("--device", 0)));
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::no_gpu) throw;
-    return compile_only(spec, e);
-  }
+ref::Problem make_problem(const AttentionSpec& spec, const RunArgs& a) {
   ref::Problem p;
   p.spec = spec;
-  p.batch = a.get_int("--batch", 4);
-  p.heads_q = a.get_int("--heads", std::max(1, 2048 / spec.head_dim_qk));
-  p.heads_kv = a.get_int("--heads-kv", p.heads_q);
-  const int64_t seq = a.get_int("--seq", 4096);
-  p.seq_q = a.get_int("--seq-q", seq);
-  p.seq_kv = a.get_int("--seq-kv", seq);
-  // One or more tile configs ("bm,bn,warps,stages;..."): each is compiled, verified and timed on
-  // the same inputs, so configs compare side by side. None: the heuristic table's.
-  std::vector<std::optional<TileConfig>> configs;
-  if (auto c = a.get("--config")) {
-    for (const std::string& one : split_list(*c, ';')) {
-      TileConfig t;
-      if (std::sscanf(one.c_str(), "%d,%d,%d,%d", &t.block_m, &t.block_n, &t.num_warps, &t.num_stages) != 4)
-        throw Error(ErrorKind::usage, "--config expects bm,bn,warps,stages[;bm,bn,warps,stages...], got '" + one + "'");
-      configs.push_back(t);
-    }
-  } else {
-    configs.push_back(std::nullopt);
-  }
+  p.batch = a.batch;
+  p.heads_q = a.heads ? a.heads : std::max(1, 2048 / spec.head_dim_qk);
+  p.heads_kv = a.heads_kv ? a.heads_kv : p.heads_q;
+  p.seq_q = a.seq_q ? a.seq_q : a.seq;
+  p.seq_kv = a.seq_kv ? a.seq_kv : a.seq;
+  if (p.heads_q % p.heads_kv != 0)
+    throw Error(ErrorKind::usage, "--heads " + std::to_string(p.heads_q) + " is not a multiple of --heads-kv " +
+                                      std::to_string(p.heads_kv) + " (GQA/MQA share each key head among query heads)");
+  return p;
+}
 
-  std::mt19937_64 rng(static_cast<uint64_t>(a.get_int("--seed", 1)));
-  const int64_t d_qk = p.d_qk(), d_v = p.d_v();
-  fill_random(p.q, p.batch * p.seq_q * p.heads_q * d_qk, p.dtype(), rng);
-  fill_random(p.k, p.batch * p.seq_kv * p.heads_kv * d_qk, p.dtype(), rng);
-  fill_random(p.v, p.batch * p.seq_kv * p.heads_kv * d_v, p.dtype(), rng);
+void fill_inputs(ref::Problem& p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  fill_random(p.q, p.batch * p.seq_q * p.heads_q * p.d_qk(), p.dtype(), rng);
+  fill_random(p.k, p.batch * p.seq_kv * p.heads_kv * p.d_qk(), p.dtype(), rng);
+  fill_random(p.v, p.batch * p.seq_kv * p.heads_kv * p.d_v(), p.dtype(), rng);
   ref::fill_spec_tensors(p, rng());
-  std::vector<DeviceBuffer> tensor_buffers;
+}
+
+// The problem's inputs and outputs on the device, and the launch arguments over them.
+struct DeviceProblem {
+  std::vector<DeviceBuffer> tensors;
   std::vector<BufferArg> buffer_args;
+  DeviceBuffer q, k, v, o, lse;
+  ForwardArgs args;
+};
+
+void upload(const Runtime& rt, const ref::Problem& p, DeviceProblem& d) {
   for (const ref::HostTensor& t : p.tensors) {
     const bool i32 = !t.i32.empty() || t.f32.empty();
     const size_t n = i32 ? t.i32.size() : t.f32.size();
-    tensor_buffers.push_back(rt->alloc(n * 4));
-    tensor_buffers.back().upload(i32 ? static_cast<const void*>(t.i32.data()) : t.f32.data(), n * 4);
-    buffer_args.push_back({t.name, tensor_buffers.back().data(), int64_t(n)});
+    d.tensors.push_back(rt.alloc(n * 4));
+    d.tensors.back().upload(i32 ? static_cast<const void*>(t.i32.data()) : t.f32.data(), n * 4);
+    d.buffer_args.push_back({t.name, d.tensors.back().data(), int64_t(n)});
   }
-  DeviceBuffer q = rt->alloc(p.q.size() * 2), k = rt->alloc(p.k.size() * 2), v = rt->alloc(p.v.size() * 2);
-  const size_t o_elems = p.batch * p.seq_q * p.heads_q * d_v;
-  DeviceBuffer o = rt->alloc(o_elems * 2), lse = rt->alloc(p.batch * p.heads_q * p.seq_q * 4);
-  q.upload(p.q.data(), q.size());
-  k.upload(p.k.data(), k.size());
-  v.upload(p.v.data(), v.size());
-  ForwardArgs args;
+  d.q = rt.alloc(p.q.size() * 2), d.k = rt.alloc(p.k.size() * 2), d.v = rt.alloc(p.v.size() * 2);
+  d.o = rt.alloc(p.batch * p.seq_q * p.heads_q * p.d_v() * 2);
+  d.lse = rt.alloc(p.batch * p.heads_q * p.seq_q * 4);
+  d.q.upload(p.q.data(), d.q.size());
+  d.k.upload(p.k.data(), d.k.size());
+  d.v.upload(p.v.data(), d.v.size());
+  ForwardArgs& args = d.args;
   args.batch = p.batch;
   args.seq_q = p.seq_q;
   args.seq_kv = p.seq_kv;
   args.heads_q = p.heads_q;
   args.heads_kv = p.heads_kv;
-  args.q = bshd(q.data(), p.seq_q, p.heads_q, d_qk);
-  args.k = bshd(k.data(), p.seq_kv, p.heads_kv, d_qk);
-  args.v = bshd(v.data(), p.seq_kv, p.heads_kv, d_v);
-  args.o = bshd(o.data(), p.seq_q, p.heads_q, d_v);
-  args.lse = static_cast<float*>(lse.data());
-  args.buffers = buffer_args;
-  const double flops = forward_flops(p);
-  bool all_ok = true;
-  for (size_t ci = 0; ci < configs.size(); ++ci) {
+  args.q = bshd(d.q.data(), p.seq_q, p.heads_q, p.d_qk());
+  args.k = bshd(d.k.data(), p.seq_kv, p.heads_kv, p.d_qk());
+  args.v = bshd(d.v.data(), p.seq_kv, p.heads_kv, p.d_v());
+  args.o = bshd(d.o.data(), p.seq_q, p.heads_q, p.d_v());
+  args.lse = static_cast<float*>(d.lse.data());
+  args.buffers = d.buffer_args;
+}
+
+void print_header(const Runtime& rt, const ref::Problem& p) {
+  const AttentionSpec& spec = p.spec;
+  std::cout << "device   " << rt.device().name << " (" << rt.device().arch() << ", " << rt.device().sm_count
+            << " SMs)\n"
+            << "spec     " << (spec.name.empty() ? "" : spec.name + ": ")
+            << (spec.dtype == DType::f16 ? "fp16" : "bf16") << " d=" << spec.head_dim_qk
+            << (spec.head_dim_v != spec.head_dim_qk ? "/" + std::to_string(spec.head_dim_v) : "")
+            << " mask=" << spec.mask << (spec.score != "score" ? " score=" + spec.score : "") << "\n"
+            << "shape    batch " << p.batch << ", heads " << p.heads_q << "/" << p.heads_kv << ", seq_q " << p.seq_q
+            << ", seq_kv " << p.seq_kv << "\n";
+}
+
+// Launches `kernel` on outputs poisoned with NaN (an unwritten element fails verification),
+// verifies unless told not to, times it and prints one block. Returns whether it verified.
+bool run_one(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, DeviceProblem& d, const RunArgs& a) {
+  const CompiledKernel& ck = kernel.compiled();
+  d.o.fill_bytes(0xFF);
+  d.lse.fill_bytes(0xFF);
+  kernel.forward(d.args);
+  rt.synchronize();
+  bool ok = true;
+  std::string verdict = "not verified (--no-verify)";
+  if (!a.no_verify) {
+    std::vector<uint16_t> out(d.o.size() / 2);
+    std::vector<float> lse_host(d.lse.size() / 4);
+    d.o.download(out.data(), d.o.size());
+    d.lse.download(lse_host.data(), d.lse.size());
+    ref::Verdict vd = ref::verify(p, out, &lse_host);
+    ok = vd.ok;
+    verdict = vd.message;
+  }
+  const double ms = rt.time_forward(kernel, d.args, 3, a.reps);
+  const double tflops = forward_flops(p) / (ms * 1e-3) / 1e12;
+  std::cout << "kernel   " << ck.key << " " << ck.description << " (" << ck.config_reason << "), " << kernel.registers()
+            << " regs, " << kernel.spill_bytes() << " B local\n"
+            << "verify   " << verdict << "\n"
+            << std::fixed << std::setprecision(3) << "time     " << ms << " ms (median)\n"
+            << std::setprecision(1) << "perf     " << tflops << " TFLOP/s\n"
+            << std::defaultfloat;
+  return ok;
+}
+
+int run(const RunArgs& a) {
+  const AttentionSpec spec = load_spec_arg(a.spec.empty() ? std::nullopt : std::optional(a.spec));
+  ref::Problem p = make_problem(spec, a);
+  // One or more tile configs, each compiled, verified and timed on the same inputs so that they
+  // compare side by side. None: the heuristic table's.
+  std::vector<std::optional<TileConfig>> configs;
+  if (a.configs.empty()) configs.push_back(std::nullopt);
+  for (const TileConfig& t : a.configs.empty() ? std::vector<TileConfig>{} : parse_tile_configs(a.configs))
+    configs.push_back(t);
+  std::optional<Runtime> rt;
+  try {
+    rt = Runtime::create(a.device);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::no_gpu) throw;
+    return compile_only(spec, e);
+  }
+  fill_inputs(p, static_cast<uint64_t>(a.seed));
+  DeviceProblem d;
+  upload(*rt, p, d);
+  bool all_ok = true, first = true;
+  for (const std::optional<TileConfig>& config : configs) {
     CompileOptions opts;
-    opts.config = configs[ci];
+    opts.config = config;
     Kernel kernel;
     try {
       kernel = rt->compile(spec, opts);
     } catch (const Error& e) {
       if (configs.size() == 1 || e.kind() != ErrorKind::spec) throw;
-      std::cout << "config   " << configs[ci]->str() << " rejected: " << e.what() << "\n";
+      std::cout << "config   " << config->str() << " rejected: " << e.what() << "\n";
       continue;
     }
-    const CompiledKernel& ck = kernel.compiled();
-    o.fill_bytes(0xFF);  // NaN poison: an unwritten element fails verification
-    lse.fill_bytes(0xFF);
-    kernel.forward(args);
-    rt->synchronize();
-
-    bool ok = true;
-    std::string verdict = "not verified (--no-verify)";
-    if (!a.has("--no-verify")) {
-      std::vector<uint16_t> out(o_elems);
-      std::vector<float> lse_host(p.batch * p.heads_q * p.seq_q);
-      o.download(out.data(), out.size() * 2);
-      lse.download(lse_host.data(), lse_host.size() * 4);
-      ref::Verdict vd = ref::verify(p, out, &lse_host);
-      ok = vd.ok;
-      verdict = vd.message;
-    }
-    all_ok = all_ok && ok;
-    const double ms = rt->time_forward(kernel, args, 3, static_cast<int>(a.get_int("--reps", 20)));
-    const double tflops = flops / (ms * 1e-3) / 1e12;
-    if (ci == 0)
-      std::cout << "device   " << rt->device().name << " (" << rt->device().arch() << ", " << rt->device().sm_count
-                << " SMs)\n"
-                << "spec     " << (spec.name.empty() ? "" : spec.name + ": ")
-                << (spec.dtype == DType::f16 ? "fp16" : "bf16") << " d=" << spec.head_dim_qk
-                << (spec.head_dim_v != spec.head_dim_qk ? "/" + std::to_string(spec.head_dim_v) : "")
-                << " mask=" << spec.mask << (spec.score != "score" ? " score=" + spec.score : "") << "\n"
-                << "shape    batch " << p.batch << ", heads " << p.heads_q << "/" << p.heads_kv << ", seq_q " << p.seq_q
-                << ", seq_kv " << p.seq_kv << "\n";
-    std::cout << "kernel   " << ck.key << " " << ck.description << " (" << ck.config_reason << "), "
-              << kernel.registers() << " regs, " << kernel.spill_bytes() << " B local\n"
-              << "verify   " << verdict << "\n"
-              << std::fixed << std::setprecision(3) << "time     " << ms << " ms (median)\n"
-              << std::setprecision(1) << "perf     " << tflops << " TFLOP/s\n"
-              << std::defaultfloat;
+    if (first) print_header(*rt, p);
+    first = false;
+    all_ok = run_one(*rt, kernel, p, d, a) && all_ok;
   }
   return all_ok ? kOk : kFailure;
+}
+
+}  // namespace
+
+Command add_run(CLI::App& app) {
+  CLI::App* sub =
+      app.add_subcommand("run", "compile, run on random inputs, verify against the fp64 reference, time it");
+  sub->footer(
+      "Compiles SPEC (default: bf16, d=128, causal), runs it on random N(0,1) inputs, checks the output\n"
+      "against the fp64 reference by the FlashAttention rule (error <= 2x a same-dtype implementation's),\n"
+      "and prints the kernel used, its median time and TFLOP/s. Defaults: batch 4, heads 2048/d, seq 4096\n"
+      "(16k tokens, hidden 2048). Without a GPU it compiles, reports the kernel and exits 69.");
+  auto a = std::make_shared<RunArgs>();
+  const CLI::Validator positive = integer_in(1);
+  sub->add_option("SPEC", a->spec, "the spec (YAML file); default: the built-in bf16 d=128 causal")->type_name("");
+  sub->add_option("--batch", a->batch, "batch size")->type_name("N")->check(positive)->capture_default_str();
+  sub->add_option("--heads", a->heads, "query heads (default 2048/d)")->type_name("N")->check(positive);
+  sub->add_option("--heads-kv", a->heads_kv, "key/value heads, dividing --heads (default: --heads)")
+      ->type_name("N")
+      ->check(positive);
+  sub->add_option("--seq", a->seq, "sequence length of queries and keys")
+      ->type_name("N")
+      ->check(positive)
+      ->capture_default_str();
+  sub->add_option("--seq-q", a->seq_q, "query sequence length (default --seq)")->type_name("N")->check(positive);
+  sub->add_option("--seq-kv", a->seq_kv, "key sequence length (default --seq)")->type_name("N")->check(positive);
+  sub->add_option("--reps", a->reps, "timed launches (median reported)")
+      ->type_name("N")
+      ->check(integer_in(1, INT_MAX))
+      ->capture_default_str();
+  sub->add_option("--seed", a->seed, "seed of the random inputs")
+      ->type_name("N")
+      ->check(integer_in(0))
+      ->capture_default_str();
+  sub->add_option("--device", a->device, "CUDA device ordinal")
+      ->type_name("N")
+      ->check(integer_in(0, INT_MAX))
+      ->capture_default_str();
+  sub->add_option("--config", a->configs, "tile configs to compare (default: the heuristic's)")
+      ->type_name("BM,BN,WARPS,STAGES[;...]")
+      ->check(parsed_by(parse_tile_configs));
+  sub->add_flag("--no-verify", a->no_verify, "skip the check against the fp64 reference");
+  return {sub, [a] { return run(*a); }};
 }
 
 }  // namespace flashjit::cli

@@ -1,9 +1,9 @@
 // `flashjit tune SPEC --shapes BxHxSqxSkv,...`: autotune and store, on the public tuning API.
-#include "tools/cli_tune.hpp"
-
+#include <climits>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "flashjit/tuning.hpp"
@@ -12,16 +12,6 @@
 namespace flashjit::cli {
 
 namespace {
-
-const char* kTuneHelp =
-    "usage: flashjit tune SPEC --shapes BxHxSqxSkv[,...] [--mode quick|full] [--deadline S] [--json] [--device N]\n"
-    "Autotunes the tile config of SPEC for each shape (batch x heads x seq_q x seq_kv) on this GPU and\n"
-    "stores the winners in the tuning cache (`flashjit cache list` shows them); Kernel::forward then uses\n"
-    "them for every shape of the same bucket (sequence lengths and batch*heads rounded up to powers of two).\n"
-    "--mode: quick (the heuristic's neighbourhood, ~6 configs; default unless FLASHJIT_AUTOTUNE=full) or\n"
-    "full (the whole pruned space). --deadline S: stop timing a shape after S seconds, best so far wins.\n"
-    "Progress lines go to stderr; the summary (tuned vs heuristic default) to stdout, as JSON with --json.\n"
-    "Exit codes: 0 ok, 1 a shape had no working config, 2 usage or spec error, 69 no GPU, 70 internal error.\n";
 
 std::string ms3(double ms) {
   char buf[32];
@@ -55,8 +45,7 @@ void print_table(std::ostream& out, const std::vector<TuneReport>& reports) {
   }
 }
 
-}  // namespace
-
+// "4x16x4096x4096,1x32x1024x2048" (x or ×; heads_kv = heads); Error(usage) naming the bad item.
 std::vector<ProblemShape> parse_tune_shapes(const std::string& text) {
   std::vector<ProblemShape> out;
   std::string t = text;
@@ -80,7 +69,7 @@ std::vector<ProblemShape> parse_tune_shapes(const std::string& text) {
       if (ok) v[n++] = x;
     }
     if (!ok || n != 4)
-      throw Error(ErrorKind::usage, "--shapes: '" + item + "' is not BxHxSqxSkv (four positive integers, e.g. 4x16x4096x4096)");
+      throw Error(ErrorKind::usage, "'" + item + "' is not BxHxSqxSkv (four positive integers, e.g. 4x16x4096x4096)");
     ProblemShape s;
     s.batch = v[0];
     s.heads_q = s.heads_kv = v[1];
@@ -88,50 +77,38 @@ std::vector<ProblemShape> parse_tune_shapes(const std::string& text) {
     s.seq_kv = v[3];
     out.push_back(s);
   }
-  if (out.empty()) throw Error(ErrorKind::usage, "--shapes needs at least one BxHxSqxSkv");
   return out;
 }
 
-int cmd_tune(int argc, char** argv) {
-  Args a = parse_args(argc, argv, 2, {"--shapes", "--mode", "--deadline", "--device"}, {"--json", "--help", "-h"});
-  if (a.has("--help") || a.has("-h")) {
-    std::cout << kTuneHelp;
-    return kOk;
-  }
-  if (a.positional.size() > 1) throw Error(ErrorKind::usage, "tune takes one SPEC file");
-  if (a.positional.empty()) throw Error(ErrorKind::usage, "missing SPEC (a YAML spec file)");
-  if (!a.get("--shapes")) throw Error(ErrorKind::usage, "missing --shapes BxHxSqxSkv[,...]");
-  const std::vector<ProblemShape> shapes = parse_tune_shapes(*a.get("--shapes"));
+struct TuneArgs {
+  std::string spec;
+  std::string shapes;
+  std::string mode;  // "" → TuneOptions' default (FLASHJIT_AUTOTUNE)
+  double deadline_s = 0;  // 0: none
+  bool json = false;
+  int device = 0;
+};
+
+int tune_command(const TuneArgs& a) {
+  const std::vector<ProblemShape> shapes = parse_tune_shapes(a.shapes);
   TuneOptions options;
-  if (auto m = a.get("--mode")) {
-    if (*m == "off") throw Error(ErrorKind::usage, "--mode off tunes nothing; use quick or full");
-    if (*m != "quick" && *m != "full") throw Error(ErrorKind::usage, "--mode '" + *m + "' is not allowed; use quick or full");
-    options.mode = *m;
-  }
-  if (auto d = a.get("--deadline")) {
-    char* end = nullptr;
-    double s = std::strtod(d->c_str(), &end);
-    if (d->empty() || *end != '\0' || !(s > 0))
-      throw Error(ErrorKind::usage, "--deadline expects a positive number of seconds, got '" + *d + "'");
-    options.deadline_s = s;
-  }
-  const int device = static_cast<int>(a.get_int("--device", 0));
+  options.mode = a.mode;
+  if (a.deadline_s > 0) options.deadline_s = a.deadline_s;
   // The spec first: its errors are exit 2 with or without a GPU.
-  AttentionSpec spec = load_spec_arg(a.positional[0]);
+  AttentionSpec spec = load_spec_arg(a.spec);
   spec.validate();
   std::optional<Runtime> rt;
   try {
-    rt = Runtime::create(device);
+    rt = Runtime::create(a.device);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::no_gpu) throw;
     std::cerr << "flashjit tune: " << e.what() << "\nflashjit tune: nothing ran (exit 69: no GPU driver or device); the spec "
-              << a.positional[0] << " is valid, " << shapes.size() << " shape(s) were not tuned\n";
+              << a.spec << " is valid, " << shapes.size() << " shape(s) were not tuned\n";
     return kNoGpu;
   }
   const DeviceInfo& info = rt->device();
-  std::cerr << "tuning " << (spec.name.empty() ? a.positional[0] : spec.name) << " on " << info.name << " ("
-            << info.arch() << ", driver " << info.driver_version << "), " << shapes.size() << " shape(s); cache "
-            << cache_dir() << "\n";
+  std::cerr << "tuning " << (spec.name.empty() ? a.spec : spec.name) << " on " << info.name << " (" << info.arch()
+            << ", driver " << info.driver_version << "), " << shapes.size() << " shape(s); cache " << cache_dir() << "\n";
   options.progress = &std::cerr;
   std::vector<TuneReport> reports;
   bool all_ok = true;
@@ -143,9 +120,39 @@ int cmd_tune(int argc, char** argv) {
     std::cerr << "  " << reports.back().summary << "\n";
     all_ok = all_ok && reports.back().found;
   }
-  if (a.has("--json")) std::cout << tune_reports_json(reports);
+  if (a.json) std::cout << tune_reports_json(reports);
   else print_table(std::cout, reports);
   return all_ok ? kOk : kFailure;
+}
+
+}  // namespace
+
+Command add_tune(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("tune", "autotune the tile config per shape and store it");
+  sub->footer(
+      "Autotunes the tile config of SPEC for each shape (batch x heads x seq_q x seq_kv) on this GPU and\n"
+      "stores the winners in the tuning cache (`flashjit cache list` shows them); Kernel::forward then uses\n"
+      "them for every shape of the same bucket (sequence lengths and batch*heads rounded up to powers of two).\n"
+      "--mode: quick (the heuristic's neighbourhood, ~6 configs; default unless FLASHJIT_AUTOTUNE=full) or\n"
+      "full (the whole pruned space). --deadline S: stop timing a shape after S seconds, best so far wins.\n"
+      "Progress lines go to stderr; the summary (tuned vs heuristic default) to stdout, as JSON with --json.\n"
+      "Exit codes: 0 ok, 1 a shape had no working config, 2 usage or spec error, 69 no GPU, 70 internal error.");
+  auto a = std::make_shared<TuneArgs>();
+  sub->add_option("SPEC", a->spec, "the spec (YAML file)")->type_name("")->required();
+  sub->add_option("--shapes", a->shapes, "shapes to tune, e.g. 4x16x4096x4096,1x32x1024x2048")
+      ->required()
+      ->type_name("BxHxSqxSkv[,...]")
+      ->check(parsed_by(parse_tune_shapes));
+  sub->add_option("--mode", a->mode, "search space")->type_name("quick|full")->check(one_of({"quick", "full"}));
+  sub->add_option("--deadline", a->deadline_s, "seconds per shape; the best so far wins")
+      ->type_name("S")
+      ->check(positive_number());
+  sub->add_flag("--json", a->json, "print the summary as JSON");
+  sub->add_option("--device", a->device, "CUDA device ordinal")
+      ->type_name("N")
+      ->check(integer_in(0, INT_MAX))
+      ->capture_default_str();
+  return {sub, [a] { return tune_command(*a); }};
 }
 
 }  // namespace flashjit::cli

@@ -1,5 +1,4 @@
-# The spec DSL front end (issue 3): no CUDA; yaml-cpp, and of LLVM only LLVM Support (static, for
-# JSON).
+# The spec DSL front end: no CUDA; yaml-cpp, and of LLVM only LLVM Support (static, for JSON).
 # Included by the top-level CMakeLists.txt, which links flashjit_dsl into libflashjit.so.
 
 set(FLASHJIT_DSL_SOURCES
@@ -22,8 +21,7 @@ set(FLASHJIT_DSL_SOURCES
   ${CMAKE_SOURCE_DIR}/compiler/dsl/derivative.cpp
   ${CMAKE_SOURCE_DIR}/compiler/dsl/spec.cpp
   ${CMAKE_SOURCE_DIR}/compiler/dsl/spec_validate.cpp
-  ${CMAKE_SOURCE_DIR}/compiler/dsl/spec_loader.cpp
-  ${CMAKE_SOURCE_DIR}/compiler/dsl/check_command.cpp)
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/spec_loader.cpp)
 
 
 add_library(flashjit_dsl STATIC ${FLASHJIT_DSL_SOURCES})
@@ -35,9 +33,6 @@ target_link_libraries(flashjit_dsl PRIVATE ${LLVM_SUPPORT_LIBS})
 # g++ 12 reports -Wrestrict false positives on std::string concatenation (GCC PR 105329).
 target_compile_options(flashjit_dsl PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 
-add_executable(flashjit_dsl_check ${CMAKE_SOURCE_DIR}/compiler/dsl/check_main.cpp)
-target_link_libraries(flashjit_dsl_check PRIVATE flashjit_dsl)
-
 # ---- tests ---------------------------------------------------------------------------------
 enable_testing()
 if(NOT TARGET Catch2::Catch2)
@@ -48,9 +43,12 @@ file(GLOB FLASHJIT_DSL_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/
 add_executable(flashjit_dsl_tests ${FLASHJIT_DSL_TEST_SOURCES})
 target_link_libraries(flashjit_dsl_tests PRIVATE flashjit_dsl Catch2::Catch2)
 target_compile_options(flashjit_dsl_tests PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
+# The error and round-trip tests run `flashjit check`, the CLI on libflashjit.so (defined after
+# this file is included; a generator expression and add_dependencies resolve at generate time).
 target_compile_definitions(flashjit_dsl_tests PRIVATE
-  FLASHJIT_DSL_CHECK_PATH="$<TARGET_FILE:flashjit_dsl_check>"
+  FLASHJIT_CLI_PATH="$<TARGET_FILE:flashjit_cli>"
   FLASHJIT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+add_dependencies(flashjit_dsl_tests flashjit_cli)
 # The test names get a "dsl." prefix so `ctest -R dsl` selects exactly the front end's tests.
 catch_discover_tests(flashjit_dsl_tests TEST_PREFIX "dsl.")
 

@@ -1,5 +1,5 @@
-// Malformed specs and expressions: each exits 2 with a `file:line:col` message that names
-// the problem (issue 3, done-when 3). Every case runs in-process and through the binary.
+// Malformed specs and expressions: `flashjit check` exits 2 with a `file:line:col` message that
+// names the problem, the source line and a caret; nothing goes to stdout.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -8,8 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include "compiler/dsl/check_command.hpp"
 
 namespace fs = std::filesystem;
 
@@ -117,69 +115,81 @@ std::string shell_quote(const std::string& s) {
   return o + "'";
 }
 
+// `flashjit check ARGS...`, stdout and stderr apart.
+struct Checked {
+  int code = -1;
+  std::string out, err;
+};
+
+Checked check(const std::vector<std::string>& args, const fs::path& dir) {
+  std::string cmd = shell_quote(FLASHJIT_CLI_PATH) + " check";
+  for (const std::string& a : args) cmd += " " + shell_quote(a);
+  cmd += " > " + shell_quote((dir / "out").string()) + " 2> " + shell_quote((dir / "err").string());
+  const int status = std::system(cmd.c_str());
+  Checked c;
+  if (WIFEXITED(status)) c.code = WEXITSTATUS(status);
+  c.out = slurp(dir / "out");
+  c.err = slurp(dir / "err");
+  return c;
+}
+
+fs::path fresh_dir(const char* name) {
+  const fs::path dir = fs::temp_directory_path() / (std::string(name) + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
 }  // namespace
 
 TEST_CASE("malformed specs and expressions exit 2 with a located message", "[dsl][errors][cli]") {
   REQUIRE(sizeof(kCases) / sizeof(kCases[0]) >= 40);
-  const fs::path dir = fs::temp_directory_path() / ("flashjit_dsl_errors_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("flashjit_dsl_errors_");
   int n = 0;
   for (const Case& c : kCases) {
     ++n;
     const fs::path file = dir / ("case" + std::to_string(n) + ".yaml");
-    std::vector<std::string> args = {"check"};
+    std::vector<std::string> args;
     std::string label;
     if (c.expr) {
-      args.insert(args.end(), {"--expr", c.what});
+      args = {"--expr", c.what};
       if (c.kind) args.insert(args.end(), {"--kind", c.kind});
       label = "<expr>";
     } else {
       std::ofstream(file) << c.what;
-      args.push_back(file.string());
+      args = {file.string()};
       label = file.string();
     }
     INFO("case " << n << ": " << c.what);
-    // In-process: the exact entry point the flashjit CLI calls.
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    std::ostringstream out, err;
-    int rc = flashjit::dsl::run_check_command(static_cast<int>(argv.size()), argv.data(), out, err);
-    INFO("stderr:\n" << err.str());
-    CHECK(rc == 2);
-    CHECK(out.str().empty());
-    CHECK_THAT(err.str(), Catch::StartsWith(label + ":" + c.where));
-    CHECK_THAT(err.str(), Catch::Contains(c.says));
-    CHECK_THAT(err.str(), Catch::Contains("^"));  // the caret line under the source
-    // Through the binary: same exit code, same message, and no crash.
-    std::string cmd = std::string(FLASHJIT_DSL_CHECK_PATH);
-    for (size_t i = 1; i < args.size(); ++i) cmd += " " + shell_quote(args[i]);
-    cmd += " > " + shell_quote((dir / "out").string()) + " 2> " + shell_quote((dir / "err").string());
-    int status = std::system(cmd.c_str());
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 2);
-    CHECK(slurp(dir / "err") == err.str());
+    const Checked r = check(args, dir);
+    INFO("stderr:\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err, Catch::StartsWith(label + ":" + c.where));
+    CHECK_THAT(r.err, Catch::Contains(c.says));
+    CHECK_THAT(r.err, Catch::Contains("^"));  // the caret line under the source
   }
   fs::remove_all(dir);
 }
 
-TEST_CASE("usage errors exit 2; --help exits 0", "[dsl][errors][cli]") {
-  auto run = [](std::vector<std::string> args, std::string& err_text) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    std::ostringstream out, err;
-    int rc = flashjit::dsl::run_check_command(static_cast<int>(argv.size()), argv.data(), out, err);
-    err_text = err.str();
-    return rc;
-  };
-  std::string e;
-  CHECK(run({"check"}, e) == 2);
-  CHECK_THAT(e, Catch::Contains("missing SPEC"));
-  CHECK(run({"check", "--frobnicate"}, e) == 2);
-  CHECK_THAT(e, Catch::Contains("unknown option '--frobnicate'"));
-  CHECK(run({"check", "--expr"}, e) == 2);
-  CHECK_THAT(e, Catch::Contains("--expr needs a value"));
-  CHECK(run({"check", "/nonexistent/spec.yaml"}, e) == 2);
-  CHECK_THAT(e, Catch::Contains("/nonexistent/spec.yaml: cannot read the spec"));
-  CHECK(run({"check", "--expr", "q >= kv", "--kind", "bias"}, e) == 2);
-  CHECK(run({"check", "--help"}, e) == 0);
+TEST_CASE("usage errors exit 2 and --help exits 0", "[dsl][errors][cli]") {
+  const fs::path dir = fresh_dir("flashjit_dsl_usage_");
+  Checked r = check({}, dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("missing SPEC"));
+  r = check({"--frobnicate"}, dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("unknown option '--frobnicate'"));
+  r = check({"--expr"}, dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--expr"));
+  r = check({"/nonexistent/spec.yaml"}, dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("/nonexistent/spec.yaml: cannot read the spec"));
+  r = check({"--expr", "q >= kv", "--kind", "bias"}, dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--kind"));
+  r = check({"--help"}, dir);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("usage: flashjit check"));
+  fs::remove_all(dir);
 }
