@@ -25,7 +25,6 @@ target_compile_definitions(flashjit_autotune PRIVATE FLASHJIT_BUILDING=1 _GNU_SO
 target_link_libraries(flashjit_autotune PUBLIC ${YAML_CPP_LIB})
 target_include_directories(flashjit_autotune SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})
 target_link_libraries(flashjit_autotune PRIVATE ${LLVM_SUPPORT_LIBS})
-target_compile_options(flashjit_autotune PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 
 # ---- tests ---------------------------------------------------------------------------------
 # libflashjit.so compiles support/*.cpp itself; the tests get their own copy so that they link
@@ -48,6 +47,5 @@ add_executable(flashjit_autotune_tests ${FLASHJIT_AUTOTUNE_TEST_SOURCES})
 target_link_libraries(flashjit_autotune_tests PRIVATE flashjit_autotune flashjit_support_for_tests Catch2::Catch2
                       Threads::Threads)
 target_include_directories(flashjit_autotune_tests SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})  # JSON checks
-target_compile_options(flashjit_autotune_tests PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 # "autotune." prefix: `ctest -R autotune` selects exactly these tests.
 catch_discover_tests(flashjit_autotune_tests TEST_PREFIX "autotune.")

@@ -100,11 +100,7 @@ void upload(const Runtime& rt, const ref::Problem& p, DeviceProblem& d) {
   d.k.upload(p.k.data(), d.k.size());
   d.v.upload(p.v.data(), d.v.size());
   ForwardArgs& args = d.args;
-  args.batch = p.batch;
-  args.seq_q = p.seq_q;
-  args.seq_kv = p.seq_kv;
-  args.heads_q = p.heads_q;
-  args.heads_kv = p.heads_kv;
+  static_cast<ProblemShape&>(args) = p;
   args.q = bshd(d.q.data(), p.seq_q, p.heads_q, p.d_qk());
   args.k = bshd(d.k.data(), p.seq_kv, p.heads_kv, p.d_qk());
   args.v = bshd(d.v.data(), p.seq_kv, p.heads_kv, p.d_v());

@@ -30,8 +30,6 @@ target_include_directories(flashjit_dsl PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(flashjit_dsl PUBLIC ${YAML_CPP_LIB})
 target_include_directories(flashjit_dsl SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})
 target_link_libraries(flashjit_dsl PRIVATE ${LLVM_SUPPORT_LIBS})
-# g++ 12 reports -Wrestrict false positives on std::string concatenation (GCC PR 105329).
-target_compile_options(flashjit_dsl PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 
 # ---- tests ---------------------------------------------------------------------------------
 enable_testing()
@@ -42,7 +40,6 @@ include(Catch)
 file(GLOB FLASHJIT_DSL_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/dsl/*.cpp)
 add_executable(flashjit_dsl_tests ${FLASHJIT_DSL_TEST_SOURCES})
 target_link_libraries(flashjit_dsl_tests PRIVATE flashjit_dsl Catch2::Catch2)
-target_compile_options(flashjit_dsl_tests PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 # The error and round-trip tests run `flashjit check`, the CLI on libflashjit.so (defined after
 # this file is included; a generator expression and add_dependencies resolve at generate time).
 target_compile_definitions(flashjit_dsl_tests PRIVATE

@@ -47,7 +47,7 @@ TEST_CASE("division by zero is defined: x / 0 == 0, x % 0 == x", "[dsl][interpre
   CHECK(ev("q % -1", INT32_MIN).i == 0);
 }
 
-TEST_CASE("mixed arithmetic promotes i32 to f32; f32 follows IEEE", "[dsl][interpreter]") {
+TEST_CASE("mixed arithmetic promotes i32 to f32 and f32 follows IEEE", "[dsl][interpreter]") {
   Value v = ev("q / 2.0", 7);
   CHECK(v.type == Type::F32);
   CHECK(v.f == 3.5f);
