@@ -18,7 +18,7 @@ llvm::Value* log2_fast(Emitter& e, llvm::Value* x);
 // FlashAttention's softcap uses (cutlass::fast_tanh). LLVM 19 has no intrinsic for it.
 llvm::Value* tanh_fast(Emitter& e, llvm::Value* x);
 // The kernel's dynamic shared memory (`extern __shared__`), declared 1024-byte aligned, as an
-// addrspace(3) pointer. wgmma kernels still round the base up at run time (forward_plan.hpp).
+// addrspace(3) pointer. wgmma kernels still round the base up at run time (templates/fwd/plan.hpp).
 llvm::Value* shared_base(Emitter& e);
 
 }  // namespace flashjit::tile

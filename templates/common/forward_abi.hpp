@@ -21,9 +21,9 @@ struct ForwardParams {
   int32_t range_ok;    // 0: the mask's closed-form kv range may wrap i32 here: visit every key
 };
 // After these come the spec's params (i32 or f32, by slot) and its tensors (global pointers,
-// by slot): see runtime/launch.cpp. Kernels with a block map (ForwardPlan::block_map) take two
+// by slot): see runtime/launch.cpp. Kernels with a block map (BlockMapPolicy::needed) take two
 // more pointers last: the tile lists and their counts, written by the pre-pass kernel
-// (templates/block_map.cpp) and read by the forward kernel.
+// (templates/fwd/block_map.cpp) and read by the forward kernel.
 //   counts[map][q_tile]                       number of key tiles to visit
 //   tiles[map][q_tile][0 .. counts)           key-tile index, bit 31 set when no element is masked
 // with map = (per batch ? b : 0) · (per head ? heads_q : 1) + (per head ? h : 0).
