@@ -193,6 +193,10 @@ CompiledKernel compile_to_ptx(const AttentionSpec& spec, const CompileOptions& o
   KernelRequest request;
   request.target = target_for(options, "sm_90a");
   request.config = options.config;
+  if (options.backward) {
+    request.template_name = "attention_bwd";
+    request.config = options.backward_config;
+  }
   return compile_planned(plan_kernel(analyze_spec(spec), request), stage_options(options, true));
 }
 

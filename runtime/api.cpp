@@ -47,6 +47,7 @@ Kernel compile_kernel(const std::shared_ptr<Context>& ctx, const KernelSource& s
   auto k = std::make_shared<detail::Access::KernelImpl>();
   k->ctx = ctx;
   k->spec = source.spec;
+  k->source = source;
   // Compile cache → (on a miss) LLVM + cuLink → loaded, registers/spills, dumps, the "loaded" log line.
   CompiledModule m = compile_and_load(*ctx, plan_kernel(source.spec, request), source.stages);
   k->compiled = std::move(m.compiled);
@@ -83,9 +84,12 @@ Kernel Runtime::compile(const AttentionSpec& spec, const CompileOptions& options
                                       " (" + info.arch() + "); leave CompileOptions::arch empty to use the device's");
   source.spec = analyze_spec(spec);
   source.stages = stage_options(options, /*keep_ir_default=*/false);  // a runtime kernel needs the PTX, not the IR text
-  return rt::compile_kernel(ctx, source, options.config,
-                            {options.autotune, options.tune_on_first_use, options.tune_deadline_s,
-                             options.config.has_value()});
+  source.backward_config = options.backward_config;
+  Kernel k = rt::compile_kernel(ctx, source, options.config,
+                                {options.autotune, options.tune_on_first_use, options.tune_deadline_s,
+                                 options.config.has_value()});
+  if (options.backward) k.backward_compiled();
+  return k;
 }
 
 const AttentionSpec& Kernel::spec() const { return detail::Access::impl(*this, "spec").spec->spec; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "compiler/analyzed_spec.hpp"
@@ -22,6 +23,7 @@ struct KernelSource {
   AnalyzedSpecPtr spec;
   Target target;         // the device's arch and the FLASHJIT_MMA choice
   StageOptions stages;   // dump / override folders
+  std::optional<TileConfig> backward_config;  // empty: the backward's heuristic
 };
 
 // How Kernel::forward picks a config per shape bucket.
@@ -41,9 +43,17 @@ struct FLASHJIT_HIDDEN Runtime::Impl {
   std::shared_ptr<rt::Context> ctx;
 };
 
+namespace rt {
+struct BackwardModule;  // runtime/backward.hpp
+}  // namespace rt
+
 struct FLASHJIT_HIDDEN Kernel::Impl {
   std::shared_ptr<rt::Context> ctx;
   AnalyzedSpecPtr spec;  // parsed, checked and analysed once; every launch reads it
+  rt::KernelSource source;
+  // The backward module, compiled on first use under the mutex, then read-only.
+  mutable std::mutex backward_mu;
+  mutable std::shared_ptr<const rt::BackwardModule> backward;
   CompiledKernel compiled;
   rt::LoadedModule loaded;
   int registers = 0, spill_bytes = 0;

@@ -12,7 +12,15 @@ namespace flashjit::rt {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& what) { throw Error(ErrorKind::usage, "forward: " + what); }
+// The call being checked ("forward" or "backward"), for messages.
+thread_local const char* g_call = "forward";
+[[noreturn]] void bad(const std::string& what) { throw Error(ErrorKind::usage, std::string(g_call) + ": " + what); }
+
+struct CallName {
+  const char* saved;
+  explicit CallName(const char* name) : saved(g_call) { g_call = name; }
+  ~CallName() { g_call = saved; }
+};
 
 
 void check_tensor(const char* name, const Tensor& t) {
@@ -42,7 +50,7 @@ std::string names_of(const std::vector<std::string>& v) {
 
 }  // namespace
 
-void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLaunch& out) {
+void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLaunch& out, bool both_ranges) {
   const dsl::Spec& spec = analyzed.dsl;
   constexpr int64_t kMaxGrid = 65535;  // gridDim.y/z limit (CUDA Programming Guide, Table 21)
   constexpr int64_t kMaxSeq = std::numeric_limits<int32_t>::max();
@@ -158,11 +166,59 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
     sv.seq_kv = a.seq_kv;
     for (const auto& v : values) sv.params.emplace_back(v);
     p.range_ok = dsl::kv_range_may_overflow(*range, sv, &spec.tensors) ? 0 : 1;
+    if (both_ranges && dsl::kv_range_may_overflow(analyzed.q_range, dsl::swapped_sizes(sv), &spec.tensors))
+      p.range_ok = 0;
   }
 
   out.slots.assign(kParamCount + out.extra.size(), nullptr);
   forward_param_slots(p, out.slots.data());
   for (size_t i = 0; i < out.extra.size(); ++i) out.slots[kParamCount + i] = &out.extra[i];
+}
+
+}  // namespace flashjit::rt
+
+namespace flashjit::rt {
+
+void pack_backward(const AnalyzedSpec& analyzed, const BackwardArgs& a, BackwardLaunch& out) {
+  CallName call("backward");
+  ForwardArgs f;
+  static_cast<ProblemShape&>(f) = a;
+  f.q = a.q;
+  f.k = a.k;
+  f.v = a.v;
+  f.o = a.o;
+  f.lse = const_cast<float*>(a.lse);  // read, never written, by the backward kernels
+  f.scale = a.scale;
+  f.params = a.params;
+  f.buffers = a.buffers;
+  f.stream = a.stream;
+  // The backward reads the tile ranges both ways: the i32 check covers both.
+  pack_forward(analyzed, f, out.forward, /*both_ranges=*/true);
+  if (!a.lse) bad("lse is required: the forward's [batch, heads_q, seq_q] fp32 log-sum-exp (ForwardArgs::lse)");
+  check_tensor("d_o", a.d_o);
+  check_tensor("dq", a.dq);
+  check_tensor("dk", a.dk);
+  check_tensor("dv", a.dv);
+  const void* inputs[] = {a.q.data, a.k.data, a.v.data, a.o.data, a.d_o.data};
+  for (const Tensor* t : {&a.dq, &a.dk, &a.dv})
+    for (const void* in : inputs)
+      if (t->data == in) bad("an output (dq, dk or dv) has the same address as an input; outputs must not overlap inputs");
+  BackwardParams& p = out.fixed;
+  p.d_o = a.d_o.data;
+  p.dq = a.dq.data;
+  p.dk = a.dk.data;
+  p.dv = a.dv.data;
+  p.delta = nullptr;  // the runtime's workspace, set at launch
+  for (int i = 0; i < 3; ++i) {
+    p.do_stride[i] = a.d_o.stride[i];
+    p.dq_stride[i] = a.dq.stride[i];
+    p.dk_stride[i] = a.dk.stride[i];
+    p.dv_stride[i] = a.dv.stride[i];
+  }
+  std::vector<void*>& slots = out.forward.slots;
+  const size_t at = slots.size();
+  slots.resize(at + kBwdCount);
+  backward_param_slots(p, slots.data() + at);
 }
 
 }  // namespace flashjit::rt

@@ -6,6 +6,7 @@
 
 #include "compiler/analyzed_spec.hpp"
 #include "flashjit/flashjit.hpp"
+#include "templates/common/backward_abi.hpp"
 #include "templates/common/forward_abi.hpp"
 
 namespace flashjit::rt {
@@ -20,6 +21,18 @@ struct ForwardLaunch {
 // Throws Error(usage) naming the offending argument and what is allowed. When the i32 arithmetic
 // of the mask's closed-form kv range could wrap at these sizes, the kernel is told to visit every
 // key instead.
-void pack_forward(const AnalyzedSpec& spec, const ForwardArgs& a, ForwardLaunch& out);
+// `both_ranges`: the launch also reads the transposed ranges (the backward), checked alike.
+void pack_forward(const AnalyzedSpec& spec, const ForwardArgs& a, ForwardLaunch& out, bool both_ranges = false);
+
+struct BackwardLaunch {
+  ForwardLaunch forward;  // its slots end with the backward's (templates/common/backward_abi.hpp)
+  BackwardParams fixed{};
+  // The workspace slot: set before launching (points into `fixed`).
+  void set_delta(float* delta) { fixed.delta = delta; }
+};
+
+// Checks a backward call as pack_forward checks a forward (messages say "backward: "), plus d_o,
+// dq, dk, dv and lse, and packs every kernel parameter. BackwardLaunch must not move afterwards.
+void pack_backward(const AnalyzedSpec& spec, const BackwardArgs& a, BackwardLaunch& out);
 
 }  // namespace flashjit::rt

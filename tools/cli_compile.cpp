@@ -14,13 +14,15 @@ struct CompileArgs {
   std::string arch = "sm_90a";
   std::string config;  // "" → the heuristic table's
   std::string output;  // "" → stdout
+  bool backward = false;
 };
 
 int compile(const CompileArgs& a) {
   AttentionSpec spec = load_spec_arg(a.spec);
   CompileOptions opts;
   opts.arch = a.arch;
-  if (!a.config.empty()) opts.config = parse_tile_config(a.config);
+  if (!a.config.empty()) (a.backward ? opts.backward_config : opts.config) = parse_tile_config(a.config);
+  opts.backward = a.backward;
   CompiledKernel k = compile_to_ptx(spec, opts);
   const std::string& text = a.emit == "ptx" ? k.ptx : k.llvm_ir;
   if (!a.output.empty()) write_output(a.output, text);
@@ -60,6 +62,9 @@ Command add_compile(CLI::App& app) {
       ->type_name("BM,BN,WARPS,STAGES")
       ->check(parsed_by(parse_tile_config));
   sub->add_option("-o,--output", a->output, "write to FILE instead of stdout")->type_name("FILE");
+  sub->add_flag("--backward", a->backward,
+                "the backward module (dK/dV, dQ and D pre-pass kernels) instead of the forward; --config is the "
+                "backward's");
   return {sub, [a] { return compile(*a); }};
 }
 

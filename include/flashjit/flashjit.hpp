@@ -140,6 +140,11 @@ struct CompileOptions {
   // compile_to_ptx, no for Runtime::compile, whose kernels skip it (~5% of a cold compile).
   // A dump directory always gets every stage.
   std::optional<bool> keep_llvm_ir;
+  // The backward pass (Kernel::backward). compile_to_ptx: emit the backward module (dK/dV, dQ and
+  // the D pre-pass kernels) instead of the forward. Runtime::compile: compile and load it now, so
+  // its errors surface here; without it, the first Kernel::backward compiles it.
+  bool backward = false;
+  std::optional<TileConfig> backward_config;  // empty: the backward's heuristic table
   // Autotuning (Runtime::compile; docs/autotune.md). Without `config`, Kernel::forward picks a tile
   // config per shape bucket: a stored tuning, else (mode quick|full) one tuned on first use.
   std::optional<std::string> autotune;     // "off" | "quick" | "full"; empty: FLASHJIT_AUTOTUNE
@@ -217,6 +222,24 @@ struct ForwardArgs : ProblemShape {
   void* stream = nullptr;   // CUstream; null = the legacy default stream
 };
 
+// The gradients of a forward call (FlashAttention-2's backward: P recomputed from the forward's
+// LSE, never stored). Sizes, q, k, v, scale, params and buffers as given to the forward.
+struct BackwardArgs : ProblemShape {
+  Tensor q, k, v;
+  Tensor o;                 // the forward's output
+  Tensor d_o;               // dL/dO, shaped like o
+  Tensor dq, dk, dv;        // written: dL/dQ, dL/dK, dL/dV, shaped like q, k, v (GQA: summed over the group)
+  const float* lse = nullptr;  // required: the forward's [batch, heads_q, seq_q] fp32 LSE
+  float scale = 0.f;        // 0 → 1/sqrt(d_qk); must be the forward's
+  std::vector<ParamValue> params;
+  std::vector<BufferArg> buffers;  // one per spec tensor, all required
+  // Bitwise-identical results from run to run. flashjit's backward never uses atomics (each
+  // gradient element is summed by one thread in a fixed order), so it is deterministic either
+  // way; the flag states the requirement and costs nothing.
+  bool deterministic = false;
+  void* stream = nullptr;   // CUstream; workspace (D, fp32) is allocated and freed on it
+};
+
 // Contiguous BSHD strides for [batch, seq, heads, dim].
 FLASHJIT_API Tensor bshd(void* data, int64_t seq, int64_t heads, int64_t dim);
 
@@ -264,6 +287,12 @@ class FLASHJIT_API Kernel {
   // Runs the block-map pre-pass for these sizes/params/tensors on args.stream. Error(usage)
   // when the kernel has no block map (its mask has an exact closed form).
   BlockMap build_block_map(const ForwardArgs& args) const;
+  // dQ, dK, dV for a forward call's inputs, output, LSE and dO. Checks as forward() does (Error(usage)
+  // naming the argument). The backward module is compiled on first use (or by
+  // CompileOptions::backward), with CompileOptions::backward_config or the backward's heuristic.
+  void backward(const BackwardArgs& args) const;
+  // The backward module (compiled now if it was not yet).
+  const CompiledKernel& backward_compiled() const;
 
  private:
   friend class Runtime;
@@ -308,6 +337,8 @@ class FLASHJIT_API Runtime {
   void synchronize() const;
   // Median milliseconds of `reps` launches after `warmup`, timed with CUDA events per launch.
   double time_forward(const Kernel& kernel, const ForwardArgs& args, int warmup = 3, int reps = 20) const;
+  // The same for Kernel::backward (its D pre-pass, workspace and kernels; not the forward).
+  double time_backward(const Kernel& kernel, const BackwardArgs& args, int warmup = 3, int reps = 20) const;
 
  private:
   friend struct detail::Access;

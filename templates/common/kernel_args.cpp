@@ -3,11 +3,12 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
 
+#include "templates/common/backward_abi.hpp"
 #include "templates/common/forward_abi.hpp"
 
 namespace flashjit {
 
-llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const LaunchBounds& bounds, bool with_map,
+llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const LaunchBounds& bounds, KernelTail tail,
                                const std::string& name) {
   auto& ctx = m.getContext();
   auto* gptr = llvm::PointerType::get(ctx, 1);
@@ -19,9 +20,13 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
   params[kParamScaleLog2] = llvm::Type::getFloatTy(ctx);
   for (const dsl::Param& p : spec.dsl.params) params.push_back(p.type == dsl::Type::F32 ? llvm::Type::getFloatTy(ctx) : i32);
   for (size_t t = 0; t < spec.dsl.tensors.size(); ++t) params.push_back(gptr);
-  if (with_map) {
+  const size_t tail_at = params.size();
+  if (tail == KernelTail::block_map) {
     params.push_back(gptr);  // tiles
     params.push_back(gptr);  // counts
+  } else if (tail == KernelTail::backward) {
+    for (int i = kBwdDo; i <= kBwdDelta; ++i) params.push_back(gptr);
+    for (int i = 0; i < 12; ++i) params.push_back(llvm::Type::getInt64Ty(ctx));
   }
   auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
   auto* fn = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, name, m);
@@ -32,6 +37,13 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
   }
   fn->addParamAttr(kParamO, llvm::Attribute::NoAlias);
   fn->addParamAttr(kParamLse, llvm::Attribute::NoAlias);
+  if (tail == KernelTail::backward) {
+    // The forward's outputs are the backward's inputs; dq, dk, dv and delta are written.
+    fn->addParamAttr(kParamO, llvm::Attribute::ReadOnly);
+    fn->addParamAttr(kParamLse, llvm::Attribute::ReadOnly);
+    for (int i = kBwdDo; i <= kBwdDelta; ++i) fn->addParamAttr(unsigned(tail_at + i), llvm::Attribute::NoAlias);
+    fn->addParamAttr(unsigned(tail_at + kBwdDo), llvm::Attribute::ReadOnly);
+  }
   // Launch bounds (NVVM IR spec, "nvvm.annotations": maxntidx) let ptxas budget registers per thread.
   llvm::NamedMDNode* ann = m.getOrInsertNamedMetadata("nvvm.annotations");
   auto note = [&](const char* key, int value) {
@@ -46,8 +58,12 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
   return fn;
 }
 
+llvm::Value* backward_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i) {
+  return fn->getArg(unsigned(kParamCount + spec.dsl.params.size() + spec.dsl.tensors.size() + i));
+}
+
 ExprInputs expr_inputs(tile::Emitter& e, const AnalyzedSpec& spec, llvm::Value* batch, llvm::Value* head,
-                       llvm::Value* head_kv) {
+                       llvm::Value* head_kv, llvm::Value* heads_q) {
   auto& B = e.b;
   llvm::Function* fn = e.fn;
   ExprInputs ex;
@@ -56,7 +72,8 @@ ExprInputs expr_inputs(tile::Emitter& e, const AnalyzedSpec& spec, llvm::Value* 
   ex.h_kv = head_kv;
   ex.seq_q = fn->getArg(kParamSeqQ);
   ex.seq_kv = fn->getArg(kParamSeqKv);
-  ex.heads_q = B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
+  ex.heads_q = heads_q ? heads_q
+                       : B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
   llvm::Value* batches = B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z));
   int arg = kParamCount;
   for (size_t i = 0; i < spec.dsl.params.size(); ++i) ex.params.push_back(fn->getArg(arg++));

@@ -16,14 +16,22 @@ struct LaunchBounds {
   int min_ctas_per_sm = 1;  // .minnctapersm
 };
 
-// Fixed ABI (templates/common/forward_abi.hpp), then params and tensors by slot, then — with a
-// block map — the tile lists and counts.
-llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const LaunchBounds& bounds, bool with_map,
+// What follows the spec's params and tensors: the block map's tile lists and counts (forward
+// kernels of masks with a block map), the backward's parameters (templates/common/backward_abi.hpp),
+// or nothing.
+enum class KernelTail { none, block_map, backward };
+
+// Fixed ABI (templates/common/forward_abi.hpp), then params and tensors by slot, then the tail.
+llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const LaunchBounds& bounds, KernelTail tail,
                                const std::string& name);
 
+// Parameter `i` (BackwardParam) of a kernel declared with KernelTail::backward.
+llvm::Value* backward_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i);
+
 // Builtins, params and tensors (with their launch extents) as the function's IR values.
+// `heads_q` null: the grid's y extent (kernels with one CTA row per query head).
 ExprInputs expr_inputs(tile::Emitter& e, const AnalyzedSpec& spec, llvm::Value* batch, llvm::Value* head,
-                       llvm::Value* head_kv);
+                       llvm::Value* head_kv, llvm::Value* heads_q = nullptr);
 
 KvBoundsInputs kv_bounds_inputs(tile::Emitter& e, const ExprInputs& ex, llvm::Value* q_first, llvm::Value* q_last);
 

@@ -11,7 +11,8 @@
 namespace flashjit {
 
 llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan, const std::string& entry) {
-  llvm::Function* fn = declare_kernel(module, *plan.spec, {plan.threads, plan.min_ctas_per_sm}, plan.has_map(), entry + "_blockmap");
+  llvm::Function* fn =
+      declare_kernel(module, *plan.spec, {plan.threads, plan.min_ctas_per_sm}, KernelTail::block_map, entry + "_blockmap");
   tile::Emitter e(module, fn);
   auto& B = e.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e.ctx, "entry", fn));

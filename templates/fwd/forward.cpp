@@ -103,7 +103,8 @@ class ForwardKernel {
 ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, const std::string& entry)
     : plan_(plan),
       spec_(plan.attention()),
-      fn_(declare_kernel(module, *plan.spec, {plan.threads, plan.min_ctas_per_sm}, plan.has_map(), entry)),
+      fn_(declare_kernel(module, *plan.spec, {plan.threads, plan.min_ctas_per_sm},
+                         plan.has_map() ? KernelTail::block_map : KernelTail::none, entry)),
       e_(module, fn_),
       BM(plan.config.block_m),
       BN(plan.config.block_n),

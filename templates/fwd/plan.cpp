@@ -3,25 +3,11 @@
 #include <algorithm>
 #include <sstream>
 
+#include "templates/common/arch_limits.hpp"
+
 namespace flashjit {
 
 namespace {
-
-// Shared memory one CTA may use, by arch (CUDA C Programming Guide, "Compute Capabilities" table).
-int max_shared_bytes(const std::string& arch) {
-  if (arch == "sm_80") return 163 * 1024;
-  if (arch == "sm_90" || arch == "sm_90a") return 227 * 1024;
-  return 99 * 1024;
-}
-
-// Shared memory of one SM, and what the driver reserves per CTA (same table: 228 KB on sm_90,
-// 164 KB on sm_80, 100 KB on sm_86/89; 1 KB per CTA).
-int sm_shared_bytes(const std::string& arch) {
-  if (arch == "sm_80") return 164 * 1024;
-  if (arch == "sm_90" || arch == "sm_90a") return 228 * 1024;
-  return 100 * 1024;
-}
-constexpr int kSharedReservedPerCta = 1024;
 
 // Registers per thread beyond the accumulators (addresses, softmax state, loop control, mask
 // terms). With 56, the wgmma d = 64 kernel (64 + 32 + 16 accumulator registers) fits 168, the

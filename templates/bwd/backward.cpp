@@ -1,0 +1,444 @@
+// FlashAttention-2's backward (Dao 2023, Algorithm 2) as two kernels over the tile pieces of
+// compiler/tile, one per side of the attention matrix:
+//   dK/dV: a CTA holds a tile of keys (K, V) and walks the query tiles that see it — the
+//          transposed tile ranges of the mask (AnalyzedSpec::q_range) — accumulating
+//          dV += Pᵀ dO and dK += dSᵀ Q in registers, over every query head of its KV head's group
+//          in a fixed order (GQA sums without atomics);
+//   dQ:    a CTA holds a tile of queries (Q, dO) and walks their key tiles (the forward's ranges,
+//          AnalyzedSpec::kv_range), accumulating dQ += dS K.
+// Both recompute S = QKᵀ, P = exp(S − LSE) from the forward's LSE and dP = dO Vᵀ, then
+// dS = P ∘ (dP − D) chained through the score modifier's derivative; scale multiplies dQ and dK
+// once, at the end. Each output element is written by one thread of one CTA: no atomics, so every
+// run is bitwise identical. Rows whose keys are all masked have LSE = −inf: P = 0 there, so their
+// gradients are exactly 0.
+#include "templates/bwd/backward.hpp"
+
+#include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/Module.h>
+
+#include <cmath>
+#include <functional>
+
+#include "compiler/lower_expr.hpp"
+#include "compiler/tile/copy.hpp"
+#include "compiler/tile/gpu.hpp"
+#include "compiler/tile/mma.hpp"
+#include "compiler/tile/tensor_core.hpp"
+#include "templates/common/backward_abi.hpp"
+#include "templates/common/forward_abi.hpp"
+#include "templates/common/kernel_args.hpp"
+#include "templates/common/kv_bounds.hpp"
+#include "templates/common/tile_walk.hpp"
+
+namespace flashjit {
+
+namespace {
+
+using llvm::Value;
+using tile::RegTile;
+using tile::SmemTile;
+
+// Which sequence the CTA's rows belong to.
+enum class Side { keys, queries };
+
+// What one launch of the dK/dV kernel accumulates (both, or one of them when the plan splits).
+struct Outputs {
+  bool dk = false, dv = false, dq = false;
+};
+
+Value* slice_offset(tile::Emitter& e, Value* const strides[3], Value* b, Value* h) {
+  auto& B = e.b;
+  return B.CreateAdd(B.CreateMul(B.CreateZExt(b, e.i64()), strides[0]), B.CreateMul(B.CreateZExt(h, e.i64()), strides[2]));
+}
+
+class BackwardKernel {
+ public:
+  BackwardKernel(llvm::Module& module, const BackwardPlan& plan, Side side, Outputs out, const std::string& name);
+  void run();
+
+ private:
+  // Per query head (the dK/dV kernel loops over its group): pointers, tile range, walk.
+  void start_head(Value* head);
+  void walk_tiles();
+  void issue(Value* j, bool once);
+  void tile_step(Value* j);
+  // P and dS of one streamed tile, from S and dP.
+  RegTile probabilities(RegTile s, Value* first, RegTile* grad);
+  void load_row_stats(Value* first);
+  void store(const tile::TileVars& acc, Value* base, Value* const strides[3], Value* limit, int cols, Value* mult);
+
+  Value* arg(int i) const { return fn_->getArg(unsigned(i)); }
+  Value* bwd(int i) const { return backward_arg(fn_, *plan_.spec, i); }
+  Value* clamp(Value* x, Value* hi) { return e_.b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, hi); }
+  // The (query, key) of element (mt, nt, i) of a register tile whose columns start at `first`.
+  Value* row_of(int mt, int i);
+  Value* col_of(Value* first, int nt, int i);
+  Value* query_of(Value* first, int mt, int nt, int i) { return side_ == Side::queries ? row_of(mt, i) : col_of(first, nt, i); }
+  Value* key_of(Value* first, int mt, int nt, int i) { return side_ == Side::keys ? row_of(mt, i) : col_of(first, nt, i); }
+  SmemTile stage_tile(int region, int stage_bytes, Value* stage) {
+    auto& B = e_.b;
+    return {B.CreateAdd(B.CreateAdd(smem_, e_.c32(region)), B.CreateMul(stage, e_.c32(stage_bytes))), P_.cols};
+  }
+
+  const BackwardPlan& plan_;
+  const BackwardPass& P_;
+  const AttentionSpec& spec_;
+  Side side_;
+  Outputs out_;
+  llvm::Function* fn_;
+  tile::Emitter e_;
+  const int NT;  // 8-column n-tiles of S
+  Value* strides_[8][3];  // q, k, v, o, d_o, dq, dk, dv
+  Value *seq_q_, *seq_kv_, *seq_rows_, *seq_cols_, *scale_log2_, *group_;
+  Value *tid_, *warp_, *lane_, *g_, *t4_, *tile_, *head_, *batch_, *head_kv_, *heads_q_;
+  Value *smem_, *row0_, *row_last_;
+  // Streamed tiles (Q and dO, or K and V) of the current head.
+  Value *str_qk_base_ = nullptr, *str_v_base_ = nullptr, *lse_row_ = nullptr, *delta_row_ = nullptr;
+  ExprInputs ex_;
+  KvBounds bounds_{};
+  std::unique_ptr<TileWalk> walk_;
+  std::unique_ptr<tile::TensorCore> tc_a_, tc_b_;  // A = the resident d_qk tile, the resident d_v tile
+  tile::TileVars acc_a_, acc_b_;  // keys: dV (with tc_a), dK (with tc_b); queries: dQ (with tc_a)
+  tile::TileVars p_vars_;
+  // Per thread: LSE·log2 e (+inf for a row with no visible key) and D of each query it holds.
+  std::vector<llvm::AllocaInst*> lse_vars_, delta_vars_;
+};
+
+BackwardKernel::BackwardKernel(llvm::Module& module, const BackwardPlan& plan, Side side, Outputs out,
+                               const std::string& name)
+    : plan_(plan),
+      P_(side == Side::keys ? plan.kv : plan.q),
+      spec_(plan.attention()),
+      side_(side),
+      out_(out),
+      fn_(declare_kernel(module, *plan.spec, {P_.threads, P_.min_ctas_per_sm}, KernelTail::backward, name)),
+      e_(module, fn_),
+      NT(P_.cols / 8) {
+  auto& B = e_.b;
+  B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 3; ++i) {
+      strides_[t][i] = arg(kParamStrides + 3 * t + i);
+      strides_[4 + t][i] = bwd(kBwdStrides + 3 * t + i);
+    }
+  seq_q_ = arg(kParamSeqQ);
+  seq_kv_ = arg(kParamSeqKv);
+  seq_rows_ = side == Side::keys ? seq_kv_ : seq_q_;
+  seq_cols_ = side == Side::keys ? seq_q_ : seq_kv_;
+  scale_log2_ = arg(kParamScaleLog2);
+  group_ = arg(kParamGroup);
+  tid_ = tile::thread_id(e_);
+  warp_ = B.CreateLShr(tid_, 5);
+  lane_ = B.CreateAnd(tid_, e_.c32(31));
+  g_ = B.CreateLShr(lane_, 2);
+  t4_ = B.CreateAnd(lane_, e_.c32(3));
+  tile_ = tile::block_id(e_, 0);
+  batch_ = tile::block_id(e_, 2);
+  Value* grid_y =
+      B.CreateCall(llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
+  if (side == Side::keys) {
+    head_kv_ = tile::block_id(e_, 1);
+    heads_q_ = B.CreateMul(grid_y, group_);
+    head_ = B.CreateMul(head_kv_, group_);
+  } else {
+    head_ = tile::block_id(e_, 1);
+    heads_q_ = grid_y;
+    head_kv_ = B.CreateUDiv(head_, group_);
+  }
+  smem_ = tile::shared_u32(e_, tile::shared_base(e_));
+  if (P_.smem_align > 1) smem_ = B.CreateAnd(B.CreateAdd(smem_, e_.c32(P_.smem_align - 1)), e_.c32(-P_.smem_align));
+  const TileRows rows = tile_rows(e_, tile_, P_.rows, seq_rows_);
+  row0_ = rows.first;
+  row_last_ = rows.last;
+}
+
+Value* BackwardKernel::row_of(int mt, int i) {
+  auto& B = e_.b;
+  Value* r = B.CreateAdd(row0_, B.CreateAdd(tc_a_->warp_row0(), B.CreateAdd(e_.c32(16 * mt), g_)));
+  return B.CreateAdd(r, e_.c32(8 * (i >> 1)));
+}
+
+Value* BackwardKernel::col_of(Value* first, int nt, int i) {
+  auto& B = e_.b;
+  return B.CreateAdd(first, B.CreateAdd(e_.c32(nt * 8 + (i & 1)), B.CreateShl(t4_, 1)));
+}
+
+// Streamed tile j of the walk into stage j % stages: Q and dO rows (keys side) or K and V rows.
+void BackwardKernel::issue(Value* j, bool once) {
+  auto& B = e_.b;
+  Value* stage = B.CreateURem(j, e_.c32(P_.stages));
+  Value* first = B.CreateMul(walk_->tile(e_, j, nullptr), e_.c32(P_.cols));
+  const int t_qk = side_ == Side::keys ? 0 : 1, t_v = side_ == Side::keys ? 4 : 2;
+  tile::copy_rows(e_, stage_tile(P_.str_qk, P_.str_qk_stage, stage), {str_qk_base_, strides_[t_qk][1], first, seq_cols_},
+                  spec_.head_dim_qk, P_.threads, tid_, once);
+  tile::copy_rows(e_, stage_tile(P_.str_v, P_.str_v_stage, stage), {str_v_base_, strides_[t_v][1], first, seq_cols_},
+                  spec_.head_dim_v, P_.threads, tid_, once);
+}
+
+// Pointers of query head `head`, and the streamed tiles its rows see.
+void BackwardKernel::start_head(Value* head) {
+  auto& B = e_.b;
+  auto base = [&](Value* ptr, int t, Value* h) {
+    return B.CreateGEP(B.getInt16Ty(), ptr, slice_offset(e_, strides_[t], batch_, h));
+  };
+  Value* stats = B.CreateMul(B.CreateAdd(B.CreateMul(B.CreateZExt(batch_, e_.i64()), B.CreateZExt(heads_q_, e_.i64())),
+                                         B.CreateZExt(head, e_.i64())),
+                             B.CreateSExt(seq_q_, e_.i64()));
+  lse_row_ = B.CreateGEP(e_.f32(), arg(kParamLse), stats);
+  delta_row_ = B.CreateGEP(e_.f32(), bwd(kBwdDelta), stats);
+  if (side_ == Side::keys) {
+    str_qk_base_ = base(arg(kParamQ), 0, head);
+    str_v_base_ = base(bwd(kBwdDo), 4, head);
+  } else {
+    str_qk_base_ = base(arg(kParamK), 1, head_kv_);
+    str_v_base_ = base(arg(kParamV), 2, head_kv_);
+  }
+  ex_ = expr_inputs(e_, *plan_.spec, batch_, head, head_kv_, heads_q_);
+  // Keys side: the transposed range, whose forms read the key position where the forward's read
+  // the query, and the two lengths exchanged (compiler/dsl/kv_range.hpp, derive_q_range).
+  KvBoundsInputs in = kv_bounds_inputs(e_, ex_, row0_, row_last_);
+  const dsl::KvRange* range = nullptr;
+  if (plan_.spec->mask) range = side_ == Side::keys ? &plan_.spec->q_range : &plan_.spec->kv_range;
+  if (side_ == Side::keys) std::swap(in.seq_q, in.seq_kv);
+  bounds_ = emit_kv_bounds(e_, range, in);
+  const TileSpan span = covering_tiles(e_, bounds_, P_.cols);
+  Value* count = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(span.end, span.first), e_.c32(0));
+  walk_ = std::make_unique<TileWalk>(e_, span.first, count, nullptr, P_.stages);
+}
+
+void BackwardKernel::load_row_stats(Value* first) {
+  auto& B = e_.b;
+  Value* last_q = B.CreateSub(seq_q_, e_.c32(1));
+  auto load = [&](size_t idx, Value* q) {
+    q = clamp(q, last_q);  // rows past seq_q are masked (keys side) or never stored (queries side)
+    Value* lse = B.CreateAlignedLoad(e_.f32(), B.CreateGEP(e_.f32(), lse_row_, q), llvm::Align(4));
+    Value* empty = B.CreateFCmpOEQ(lse, e_.neg_inf());
+    Value* inf = llvm::ConstantFP::getInfinity(e_.f32());
+    B.CreateStore(B.CreateSelect(empty, inf, B.CreateFMul(lse, e_.cf(static_cast<float>(M_LOG2E)))), lse_vars_[idx]);
+    Value* d = B.CreateAlignedLoad(e_.f32(), B.CreateGEP(e_.f32(), delta_row_, q), llvm::Align(4));
+    B.CreateStore(d, delta_vars_[idx]);
+  };
+  if (side_ == Side::keys) {
+    for (int nt = 0; nt < NT; ++nt)
+      for (int c = 0; c < 2; ++c) load(size_t(2 * nt + c), col_of(first, nt, c));
+  } else {
+    for (int mt = 0; mt < P_.m_tiles; ++mt)
+      for (int r = 0; r < 2; ++r) load(size_t(2 * mt + r), row_of(mt, 2 * r));
+  }
+}
+
+// P = exp(score'(scale·S) − LSE), with the mask where the tile is not wholly visible; `grad` gets
+// d score'/d score at each element when the spec has a score modifier.
+RegTile BackwardKernel::probabilities(RegTile s, Value* first, RegTile* grad) {
+  auto& B = e_.b;
+  const bool keys = side_ == Side::keys;
+  Value* last_q = B.CreateSub(seq_q_, e_.c32(1));
+  Value* last_kv = B.CreateSub(seq_kv_, e_.c32(1));
+  auto stat = [&](const std::vector<llvm::AllocaInst*>& v, int mt, int nt, int i) {
+    return B.CreateLoad(e_.f32(), v[keys ? size_t(2 * nt + (i & 1)) : size_t(2 * mt + (i >> 1))]);
+  };
+  Value* scale = B.CreateFMul(scale_log2_, e_.cf(static_cast<float>(M_LN2)));
+  for (int mt = 0; mt < P_.m_tiles; ++mt)
+    for (int nt = 0; nt < NT; ++nt)
+      for (int i = 0; i < 4; ++i) {
+        Value*& x = s[mt][nt][i];
+        if (plan_.spec->score) {
+          ExprInputs at = ex_;
+          at.q = clamp(query_of(first, mt, nt, i), last_q);
+          at.kv = clamp(key_of(first, mt, nt, i), last_kv);
+          at.score = B.CreateFMul(x, scale);
+          (*grad)[mt][nt][i] = plan_.spec->score_grad ? lower_expr(e_, *plan_.spec->score_grad, at) : e_.cf(1.f);
+          x = B.CreateFMul(lower_expr(e_, *plan_.spec->score, at), e_.cf(static_cast<float>(M_LOG2E)));
+        } else {
+          x = B.CreateFMul(x, scale_log2_);
+        }
+        x = B.CreateFSub(x, stat(lse_vars_, mt, nt, i));
+      }
+  p_vars_.store(e_, s);
+  Value* full = tile_in_full_range(e_, bounds_, first, P_.cols);
+  e_.when(B.CreateNot(full), "mask", [&] {
+    for (int mt = 0; mt < P_.m_tiles; ++mt)
+      for (int nt = 0; nt < NT; ++nt)
+        for (int i = 0; i < 4; ++i) {
+          Value* q = query_of(first, mt, nt, i);
+          Value* kv = key_of(first, mt, nt, i);
+          Value* visible = B.CreateAnd(B.CreateICmpSLT(q, seq_q_), B.CreateICmpSLT(kv, seq_kv_));
+          if (plan_.spec->mask) {
+            ExprInputs at = ex_;
+            at.q = clamp(q, last_q);
+            at.kv = clamp(kv, last_kv);
+            visible = B.CreateAnd(visible, lower_expr(e_, *plan_.spec->mask, at));
+          }
+          llvm::AllocaInst* var = p_vars_.vars[mt][nt][i];
+          B.CreateStore(B.CreateSelect(visible, B.CreateLoad(e_.f32(), var), e_.neg_inf()), var);
+        }
+  });
+  RegTile p = p_vars_.load(e_);
+  for (auto& row : p)
+    for (auto& t : row)
+      for (Value*& x : t) x = tile::exp2_fast(e_, x);
+  return p;
+}
+
+void BackwardKernel::tile_step(Value* j) {
+  auto& B = e_.b;
+  Value* stage = B.CreateURem(j, e_.c32(P_.stages));
+  const SmemTile str_qk = stage_tile(P_.str_qk, P_.str_qk_stage, stage);
+  const SmemTile str_v = stage_tile(P_.str_v, P_.str_v_stage, stage);
+  Value* first = B.CreateMul(walk_->tile(e_, j, nullptr), e_.c32(P_.cols));
+  if (side_ == Side::keys) load_row_stats(first);  // the queries of this tile
+  RegTile grad;
+  if (plan_.spec->score) grad = tile::zero_tile(e_, P_.m_tiles, NT);
+  RegTile p = probabilities(tc_a_->mma_abt(e_, str_qk), first, &grad);  // S = QKᵀ (or K Qᵀ): P
+  if (out_.dv) {  // dV += Pᵀ dO
+    RegTile acc = acc_a_.load(e_);
+    tc_a_->mma_pv(e_, acc, p, str_v);
+    acc_a_.store(e_, acc);
+  }
+  if (!out_.dk && !out_.dq) return;
+  RegTile dp = tc_b_->mma_abt(e_, str_v);  // dP = dO Vᵀ (or V dOᵀ)
+  const bool keys = side_ == Side::keys;
+  for (int mt = 0; mt < P_.m_tiles; ++mt)
+    for (int nt = 0; nt < NT; ++nt)
+      for (int i = 0; i < 4; ++i) {
+        Value* d = B.CreateLoad(e_.f32(), delta_vars_[keys ? size_t(2 * nt + (i & 1)) : size_t(2 * mt + (i >> 1))]);
+        Value* ds = B.CreateFMul(p[mt][nt][i], B.CreateFSub(dp[mt][nt][i], d));
+        if (plan_.spec->score) ds = B.CreateFMul(ds, grad[mt][nt][i]);
+        dp[mt][nt][i] = ds;
+      }
+  if (keys) {  // dK += dSᵀ Q
+    RegTile acc = acc_b_.load(e_);
+    tc_b_->mma_pv(e_, acc, dp, str_qk);
+    acc_b_.store(e_, acc);
+  } else {  // dQ += dS K
+    RegTile acc = acc_a_.load(e_);
+    tc_a_->mma_pv(e_, acc, dp, str_qk);
+    acc_a_.store(e_, acc);
+  }
+}
+
+void BackwardKernel::walk_tiles() {
+  auto& B = e_.b;
+  const int S = P_.stages;
+  for (int s = 0; s + 1 < S; ++s) {
+    e_.when(B.CreateICmpSLT(e_.c32(s), walk_->count()), "prologue", [&] { issue(e_.c32(s), /*once=*/true); });
+    tile::cp_async_commit(e_);
+  }
+  e_.loop(e_.c32(0), walk_->count(), 1, "tiles", [&](Value* j) {
+    e_.when(B.CreateICmpSLT(B.CreateAdd(j, e_.c32(S - 1)), walk_->count()), "issue",
+            [&] { issue(B.CreateAdd(j, e_.c32(S - 1)), /*once=*/false); });
+    tile::cp_async_commit(e_);  // possibly empty: keeps "S − 1 groups pending" true at every wait
+    tile::cp_async_wait(e_, S - 1);
+    tc_a_->publish_shared(e_);
+    tile::sync_threads(e_);
+    tile_step(j);
+    tile::sync_threads(e_);  // this stage is refilled by a later iteration's cp.async
+  });
+  tile::cp_async_wait(e_, 0);
+}
+
+// Rows of `acc` (× mult) below `limit` into a [batch, seq, head] tensor of the dtype.
+void BackwardKernel::store(const tile::TileVars& acc, Value* base, Value* const strides[3], Value* limit, int cols,
+                           Value* mult) {
+  auto& B = e_.b;
+  const int OT = (cols + 7) / 8;
+  for (int mt = 0; mt < P_.m_tiles; ++mt)
+    for (int r = 0; r < 2; ++r) {
+      Value* row = row_of(mt, 2 * r);
+      e_.when(B.CreateICmpSLT(row, limit), "store", [&] {
+        Value* row_ptr = B.CreateGEP(B.getInt16Ty(), base, B.CreateMul(B.CreateSExt(row, e_.i64()), strides[1]));
+        for (int ot = 0; ot < OT; ++ot) {
+          Value* x = B.CreateFMul(B.CreateLoad(e_.f32(), acc.vars[mt][ot][2 * r]), mult);
+          Value* y = B.CreateFMul(B.CreateLoad(e_.f32(), acc.vars[mt][ot][2 * r + 1]), mult);
+          Value* col = B.CreateAdd(e_.c32(ot * 8), B.CreateShl(t4_, 1));
+          B.CreateAlignedStore(tile::pack_pair_rn(e_, x, y, spec_.dtype), B.CreateGEP(B.getInt16Ty(), row_ptr, col),
+                               llvm::Align(4));
+        }
+      });
+    }
+}
+
+void BackwardKernel::run() {
+  auto& B = e_.b;
+  const bool keys = side_ == Side::keys;
+  const int d_qk = spec_.head_dim_qk, d_v = spec_.head_dim_v;
+  // Resident tiles: K and V of this key tile, or Q and dO of this query tile.
+  const SmemTile res_qk{B.CreateAdd(smem_, e_.c32(P_.res_qk)), P_.rows};
+  const SmemTile res_v{B.CreateAdd(smem_, e_.c32(P_.res_v)), P_.rows};
+  auto base = [&](Value* ptr, int t, Value* h) {
+    return B.CreateGEP(B.getInt16Ty(), ptr, slice_offset(e_, strides_[t], batch_, h));
+  };
+  Value* res_qk_src = keys ? base(arg(kParamK), 1, head_kv_) : base(arg(kParamQ), 0, head_);
+  Value* res_v_src = keys ? base(arg(kParamV), 2, head_kv_) : base(bwd(kBwdDo), 4, head_);
+  tile::copy_rows(e_, res_qk, {res_qk_src, strides_[keys ? 1 : 0][1], row0_, seq_rows_}, d_qk, P_.threads, tid_, true);
+  tile::copy_rows(e_, res_v, {res_v_src, strides_[keys ? 2 : 4][1], row0_, seq_rows_}, d_v, P_.threads, tid_, true);
+  tile::cp_async_commit(e_);
+
+  const int MT = P_.m_tiles;
+  // tc_a: A = the d_qk tile (S = A·Bᵀ over d_qk); its P·B product is dV (keys) or dQ (queries).
+  // tc_b: A = the d_v tile (dP over d_v); its product is dK (keys side only).
+  const int out_a = keys ? d_v : d_qk;
+  tc_a_ = tile::make_tensor_core(P_.wgmma, {spec_.dtype, P_.rows, P_.cols, plan_.k_steps_qk, (out_a + 7) / 8, MT, false},
+                                 warp_, lane_);
+  tc_b_ = tile::make_tensor_core(P_.wgmma, {spec_.dtype, P_.rows, P_.cols, plan_.k_steps_v, (d_qk + 7) / 8, MT, false},
+                                 warp_, lane_);
+  tc_a_->prepare(e_, res_qk);
+  tc_b_->prepare(e_, res_v);
+
+  auto vars = [&](tile::TileVars& t, int cols, const char* name, bool zero) {
+    t.vars.assign(MT, std::vector<std::array<llvm::AllocaInst*, 4>>(cols));
+    for (auto& row : t.vars)
+      for (auto& a : row)
+        for (auto& x : a) x = e_.var(e_.f32(), name, zero ? e_.cf(0.f) : nullptr);
+  };
+  vars(acc_a_, (out_a + 7) / 8, "acc_a", true);
+  if (keys && out_.dk) vars(acc_b_, (d_qk + 7) / 8, "acc_b", true);
+  vars(p_vars_, NT, "p", false);
+  const size_t n_stats = keys ? size_t(2 * NT) : size_t(2 * MT);
+  for (size_t i = 0; i < n_stats; ++i) {
+    lse_vars_.push_back(e_.var(e_.f32(), "lse"));
+    delta_vars_.push_back(e_.var(e_.f32(), "delta"));
+  }
+
+  if (keys) {
+    // Every query head of this KV head's group, in order: dK and dV sum over them on chip.
+    Value* first_head = head_;
+    e_.loop(e_.c32(0), group_, 1, "head", [&](Value* g) {
+      start_head(B.CreateAdd(first_head, g));
+      walk_tiles();
+    });
+  } else {
+    start_head(head_);
+    load_row_stats(nullptr);
+    walk_tiles();
+  }
+
+  Value* scale = B.CreateFMul(scale_log2_, e_.cf(static_cast<float>(M_LN2)));
+  if (keys) {
+    if (out_.dv) store(acc_a_, base(bwd(kBwdDv), 7, head_kv_), strides_[7], seq_kv_, d_v, e_.cf(1.f));
+    if (out_.dk) store(acc_b_, base(bwd(kBwdDk), 6, head_kv_), strides_[6], seq_kv_, d_qk, scale);
+  } else {
+    store(acc_a_, base(bwd(kBwdDq), 5, head_), strides_[5], seq_q_, d_qk, scale);
+  }
+  B.CreateRetVoid();
+}
+
+}  // namespace
+
+BackwardEntries backward_entries(const BackwardPlan& plan, const std::string& entry) {
+  return {entry, plan.split_kv ? entry + "_dv" : "", entry + "_dq", entry + "_prep"};
+}
+
+void emit_attention_backward(llvm::Module& module, const BackwardPlan& plan, const std::string& entry) {
+  const BackwardEntries names = backward_entries(plan, entry);
+  if (plan.split_kv) {
+    BackwardKernel(module, plan, Side::keys, {.dk = true}, names.dkdv).run();
+    BackwardKernel(module, plan, Side::keys, {.dv = true}, names.dv).run();
+  } else {
+    BackwardKernel(module, plan, Side::keys, {.dk = true, .dv = true}, names.dkdv).run();
+  }
+  BackwardKernel(module, plan, Side::queries, {.dq = true}, names.dq).run();
+  emit_backward_prep(module, plan, names.prep);
+}
+
+}  // namespace flashjit

@@ -1,0 +1,143 @@
+#include "templates/bwd/plan.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "templates/common/arch_limits.hpp"
+#include "templates/fwd/plan.hpp"
+
+namespace flashjit {
+
+namespace {
+
+// Registers per thread beyond the accumulators: addresses, LSE and D of the thread's columns,
+// loop control, mask terms (the forward's margins, docs/perf-notes.md §7).
+constexpr int kRegisterOverheadWgmma = 56;
+constexpr int kRegisterOverheadMmaSync = 88;
+
+[[noreturn]] void reject(const TileConfig& c, const std::string& why) {
+  throw Error(ErrorKind::spec, "backward tile config " + c.str() + " cannot be built: " + why);
+}
+
+bool wgmma_for(const Target& t, int rows, int warps) {
+  return t.arch == "sm_90a" && t.allow_wgmma && (warps == 4 || warps == 8) && rows == 16 * warps;
+}
+
+// Shared memory and occupancy of one pass; `acc_cols` fp32 accumulator columns per row (the
+// outputs) plus S and dP (cols each).
+void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, const char* what, const TileConfig& c) {
+  p.threads = 32 * p.warps;
+  p.m_tiles = p.rows / (16 * p.warps);
+  p.res_qk = 0;
+  p.res_v = p.rows * plan.d_qk_pad * 2;
+  p.str_qk_stage = p.cols * plan.d_qk_pad * 2;
+  p.str_v_stage = p.cols * plan.d_v_pad * 2;
+  p.str_qk = p.res_v + p.rows * plan.d_v_pad * 2;
+  p.str_v = p.str_qk + p.stages * p.str_qk_stage;
+  const int total = p.str_v + p.stages * p.str_v_stage;
+  // wgmma's 128-byte swizzle needs 1024-byte aligned tiles (templates/fwd/plan.hpp).
+  p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
+  p.shared_bytes = total + (p.wgmma ? kWgmmaAlignSlack : 0);
+  const std::string& arch = plan.target.arch;
+  if (p.shared_bytes > max_shared_bytes(arch))
+    reject(c, std::string(what) + " needs " + std::to_string(p.shared_bytes) + " bytes of shared memory; " + arch +
+                  " allows " + std::to_string(max_shared_bytes(arch)) + " per CTA");
+  const int accumulators = p.rows * (acc_cols + 2 * p.cols) / p.threads;
+  const int need = accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
+  const int by_smem = sm_shared_bytes(arch) / (p.shared_bytes + kSharedReservedPerCta);
+  p.min_ctas_per_sm = 1;
+  for (int n = by_smem; n > 1; --n)
+    if (std::min(255, 65536 / (n * p.threads) / 8 * 8) >= need) {
+      p.min_ctas_per_sm = n;
+      break;
+    }
+}
+
+}  // namespace
+
+TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason) {
+  const int d = std::max(spec.spec.head_dim_qk, spec.spec.head_dim_v);
+  // Key tiles of 128 (8 warps, two warpgroups) while dK and dV fit the registers together (d ≤
+  // 128), as FlashAttention-2's backward does; above, 64 keys and dK, dV in two launches. Each
+  // thread holds (d_qk + d_v) / 2 accumulators plus S, dP (and the score's derivative) over
+  // block_m / 2 columns: query tiles of 32 above d = 64 keep that under 255 registers.
+  TileConfig c = d <= 64 ? TileConfig{64, 128, 8, 2} : d <= 128 ? TileConfig{32, 128, 8, 2} : TileConfig{32, 64, 4, 2};
+  const int pad = (spec.spec.head_dim_qk + 63) / 64 * 64 + (spec.spec.head_dim_v + 63) / 64 * 64;
+  if ((c.block_n + c.num_stages * c.block_m) * pad * 2 + kWgmmaAlignSlack > max_shared_bytes(target.arch))
+    c.num_stages = 1;
+  if (reason)
+    *reason = "backward heuristic for d=" + std::to_string(d) +
+              (wgmma_for(target, c.block_n, c.num_warps) ? ", wgmma" : ", mma.sync") + ": " + c.str();
+  return c;
+}
+
+std::optional<std::string> check_backward_shape(const TileConfig& c) {
+  if (c.num_warps != 2 && c.num_warps != 4 && c.num_warps != 8)
+    return "num_warps must be 2, 4 or 8 (the dK/dV kernel's CTA)";
+  if (c.block_n != 16 * c.num_warps && c.block_n != 32 * c.num_warps)
+    return "block_n must be 16 or 32 × num_warps: each warp owns one or two 16-row mma tiles of keys";
+  if (c.block_m != 32 && c.block_m != 64 && c.block_m != 128)
+    return "block_m must be 32, 64 or 128 (query tiles streamed past the keys, pairs of 8-column mma tiles)";
+  if (c.num_stages < 1 || c.num_stages > 3) return "num_stages must be 1 to 3 (Q/dO tiles in flight)";
+  return std::nullopt;
+}
+
+TileSpace backward_search_space(const AnalyzedSpec& spec) {
+  const int d = std::max(spec.spec.head_dim_qk, spec.spec.head_dim_v);
+  if (d <= 128) return {{32, 64, 128}, {64, 128}, {4, 8}, {1, 2}};
+  return {{32, 64}, {64, 128}, {4, 8}, {1, 2}};
+}
+
+BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, const Target& target) {
+  if (std::optional<std::string> why = check_backward_shape(c)) reject(c, *why);
+  BackwardPlan p;
+  p.spec = spec;
+  p.config = c;
+  p.target = target;
+  const AttentionSpec& s = spec->spec;
+  p.d_qk_pad = (s.head_dim_qk + 63) / 64 * 64;
+  p.d_v_pad = (s.head_dim_v + 63) / 64 * 64;
+  p.k_steps_qk = (s.head_dim_qk + 15) / 16;
+  p.k_steps_v = (s.head_dim_v + 15) / 16;
+  p.split_kv = (c.block_n / (16 * c.num_warps)) * (s.head_dim_qk + s.head_dim_v) / 2 > 128;
+
+  p.kv.rows = c.block_n;
+  p.kv.cols = c.block_m;
+  p.kv.warps = c.num_warps;
+  p.kv.stages = c.num_stages;
+  p.kv.wgmma = wgmma_for(target, p.kv.rows, p.kv.warps);
+  layout(p.kv, p, p.split_kv ? std::max(s.head_dim_qk, s.head_dim_v) : s.head_dim_qk + s.head_dim_v,
+         "the dK/dV kernel (K and V resident, Q and dO streamed)", c);
+
+  const int d = std::max(s.head_dim_qk, s.head_dim_v);
+  p.q.rows = 64;
+  p.q.cols = d <= 128 ? 64 : 32;
+  p.q.warps = 4;
+  p.q.wgmma = wgmma_for(target, p.q.rows, p.q.warps);
+  // Two stages of K/V where they fit, else one (the dQ kernel's tiles are not part of the config).
+  for (p.q.stages = 2; p.q.stages >= 1; --p.q.stages) {
+    try {
+      layout(p.q, p, s.head_dim_qk, "the dQ kernel (Q and dO resident, K and V streamed)", c);
+      break;
+    } catch (const Error&) {
+      if (p.q.stages == 1) throw;
+    }
+  }
+  return p;
+}
+
+std::string BackwardPlan::describe() const {
+  const AttentionSpec& s = attention();
+  std::ostringstream o;
+  o << "attention_bwd/" << (kv.wgmma ? "wgmma" : "mma16816") << " " << (s.dtype == DType::f16 ? "fp16" : "bf16")
+    << " d=" << s.head_dim_qk;
+  if (s.head_dim_v != s.head_dim_qk) o << "/" << s.head_dim_v;
+  o << " mask=" << (spec->mask ? s.mask : "none");
+  if (spec->score) o << " score=" << s.score;
+  o << " " << config.str() << (split_kv ? " dK,dV split" : "") << " dkdv: threads=" << kv.threads
+    << " smem=" << kv.shared_bytes << "B; dq: " << q.rows << "x" << q.cols << " s" << q.stages
+    << (q.wgmma ? " wgmma" : " mma16816") << " smem=" << q.shared_bytes << "B";
+  return o.str();
+}
+
+}  // namespace flashjit

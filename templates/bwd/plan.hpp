@@ -1,0 +1,62 @@
+// The backward template's tile plan (FlashAttention-2, Dao 2023, Algorithm 2, split in two
+// kernels): analysed spec + tile config + target → every number the three kernels need, with the
+// limits checked first.
+//
+// The dK/dV kernel holds `rows` keys of K and V on chip and streams the query tiles that can see
+// them (Q and dO, `cols` rows each); the dQ kernel holds `rows` queries of Q and dO and streams the
+// key tiles they see (K and V). Each recomputes P = exp(S − LSE) itself, so no fp32 dQ
+// accumulator crosses CTAs: no atomics, and every run gives bitwise the same dQ, dK and dV.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "compiler/analyzed_spec.hpp"
+#include "compiler/kernel_template.hpp"
+
+namespace flashjit {
+
+// One main kernel of the backward. Shared memory, in bytes from the (aligned) base: the two
+// resident tiles (K and V, or Q and dO), then `stages` × the two streamed tiles (Q and dO, or K
+// and V); each tile in the layout of compiler/tile/smem_tile.hpp, d padded to 64.
+struct BackwardPass {
+  int rows = 0, cols = 0, warps = 0, stages = 0, threads = 0;
+  int m_tiles = 1;      // 16-row mma tiles per warp
+  bool wgmma = false;
+  int res_qk = 0, res_v = 0;          // resident tiles of width d_qk and d_v
+  int str_qk = 0, str_v = 0;          // streamed regions
+  int str_qk_stage = 0, str_v_stage = 0;
+  int smem_align = 1;
+  int shared_bytes = 0;
+  int min_ctas_per_sm = 1;
+};
+
+struct BackwardPlan {
+  AnalyzedSpecPtr spec;
+  TileConfig config;
+  Target target;
+  // dK/dV: rows = block_n keys (num_warps warps), cols = block_m queries, num_stages stages.
+  BackwardPass kv;
+  // dQ: rows = 64 queries (4 warps: one warpgroup), cols = 64 keys (32 above d = 128).
+  BackwardPass q;
+  // dK and dV by two launches of the dK/dV kernel (one accumulator each) when both would not fit
+  // the register file together: (d_qk + d_v) / 2 fp32 per thread and m-tile above 128.
+  bool split_kv = false;
+  int d_qk_pad = 0, d_v_pad = 0;
+  int k_steps_qk = 0, k_steps_v = 0;  // 16-wide k-steps of d_qk and of d_v
+
+  const AttentionSpec& attention() const { return spec->spec; }
+  std::string describe() const;
+};
+
+// Rows of D = rowsum(dO ∘ O) one pre-pass CTA computes (4 warps, 4 rows each).
+inline constexpr int kPrepRows = 16;
+inline constexpr int kPrepThreads = 128;
+
+TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason);
+std::optional<std::string> check_backward_shape(const TileConfig& config);
+TileSpace backward_search_space(const AnalyzedSpec& spec);
+// Throws Error(spec) naming the violated limit when `config` cannot be built.
+BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& config, const Target& target);
+
+}  // namespace flashjit

@@ -1,0 +1,41 @@
+// The backward kernels' parameter list: the forward's (forward_abi.hpp: q, k, v, o, lse, their
+// strides, sizes, scale), then the spec's params and tensors, then these. Shared by the template
+// (which reads them) and the runtime (which passes them), so the two cannot drift apart.
+#pragma once
+
+#include <cstdint>
+
+namespace flashjit {
+
+// Grids (templates/bwd/): the pre-pass x = query tiles of 64 rows, y = query heads, z = batch;
+// the dK/dV kernel x = key tiles, y = KV heads, z = batch (it loops over the group's query heads
+// itself, so GQA sums are deterministic); the dQ kernel x = query tiles, y = query heads, z = batch.
+struct BackwardParams {
+  const void* d_o;  // [batch, seq_q, heads_q, d_v], strides below
+  void* dq;         // written: same shape as q
+  void* dk;         // written: same shape as k
+  void* dv;         // written: same shape as v
+  float* delta;     // workspace [batch, heads_q, seq_q] fp32: D = rowsum(dO ∘ O), written by the pre-pass
+  int64_t do_stride[3], dq_stride[3], dk_stride[3], dv_stride[3];
+};
+
+// Indices relative to the first parameter after the spec's params and tensors.
+enum BackwardParam : int {
+  kBwdDo = 0, kBwdDq, kBwdDk, kBwdDv, kBwdDelta,
+  kBwdStrides,                 // 12 × i64: d_o(b,s,h), dq(b,s,h), dk(b,s,h), dv(b,s,h)
+  kBwdCount = kBwdStrides + 12
+};
+
+// Fills `slots` (kBwdCount pointers into `p`) as cuLaunchKernel's kernelParams wants them.
+inline void backward_param_slots(BackwardParams& p, void* slots[kBwdCount]) {
+  slots[kBwdDo] = &p.d_o;
+  slots[kBwdDq] = &p.dq;
+  slots[kBwdDk] = &p.dk;
+  slots[kBwdDv] = &p.dv;
+  slots[kBwdDelta] = &p.delta;
+  int64_t* strides[4] = {p.do_stride, p.dq_stride, p.dk_stride, p.dv_stride};
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 3; ++i) slots[kBwdStrides + 3 * t + i] = &strides[t][i];
+}
+
+}  // namespace flashjit
