@@ -5,8 +5,6 @@
 
 namespace flashjit::test {
 
-namespace {
-
 // Strides (elements) of [b, s, h, d] for a tensor stored BSHD or BHSD.
 Tensor view(void* data, const Case& c, int64_t seq, int64_t heads, int64_t dim) {
   return c.bhsd ? bhsd(data, seq, heads, dim) : bshd(data, seq, heads, dim);
@@ -28,8 +26,6 @@ std::vector<uint16_t> relayout(const std::vector<uint16_t>& in, const Case& c, i
   return out;
 }
 
-}  // namespace
-
 Tensor bhsd(void* data, int64_t seq, int64_t heads, int64_t dim) {
   Tensor t;
   t.data = data;
@@ -50,16 +46,13 @@ AttentionSpec make_spec(DType dt, int d_qk, int d_v, const std::string& mask, co
   return s;
 }
 
-ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed) {
-  CompileOptions opts;
-  opts.config = c.config;
-  opts.autotune = "off";  // the numerics of this config (or the heuristic's), not of a tuning run
-  Kernel kernel = rt.compile(c.spec, opts);
-
-  ref::Problem p;
+std::unique_ptr<DeviceProblem> upload_problem(const Runtime& rt, const Case& c, uint64_t seed) {
+  auto dp = std::make_unique<DeviceProblem>();
+  ref::Problem& p = dp->p;
   p.spec = c.spec;
   static_cast<ProblemShape&>(p) = c;
   p.params = c.params;
+  p.scale = c.scale;
   const int64_t d_qk = p.d_qk(), d_v = p.d_v();
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> n(0.f, 1.f);
@@ -73,30 +66,44 @@ ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed) {
   ref::fill_spec_tensors(p, rng());
 
   const size_t o_elems = c.batch * c.seq_q * c.heads_q * d_v;
-  DeviceBuffer q = rt.alloc(p.q.size() * 2), k = rt.alloc(p.k.size() * 2), v = rt.alloc(p.v.size() * 2);
-  DeviceBuffer o = rt.alloc(o_elems * 2), lse = rt.alloc(c.batch * c.heads_q * c.seq_q * 4);
+  dp->q = rt.alloc(p.q.size() * 2), dp->k = rt.alloc(p.k.size() * 2), dp->v = rt.alloc(p.v.size() * 2);
+  dp->o = rt.alloc(o_elems * 2), dp->lse = rt.alloc(c.batch * c.heads_q * c.seq_q * 4);
   auto up = [](DeviceBuffer& buf, const std::vector<uint16_t>& h) { buf.upload(h.data(), h.size() * 2); };
-  up(q, relayout(p.q, c, c.seq_q, c.heads_q, d_qk, true));
-  up(k, relayout(p.k, c, c.seq_kv, c.heads_kv, d_qk, true));
-  up(v, relayout(p.v, c, c.seq_kv, c.heads_kv, d_v, true));
-  o.fill_bytes(0xFF);  // NaN in fp16/bf16/fp32: any element the kernel does not write fails
-  lse.fill_bytes(0xFF);
-  std::vector<DeviceBuffer> tensors;
-  ForwardArgs a;
+  up(dp->q, relayout(p.q, c, c.seq_q, c.heads_q, d_qk, true));
+  up(dp->k, relayout(p.k, c, c.seq_kv, c.heads_kv, d_qk, true));
+  up(dp->v, relayout(p.v, c, c.seq_kv, c.heads_kv, d_v, true));
+  dp->o.fill_bytes(0xFF);  // NaN in fp16/bf16/fp32: any element the kernel does not write fails
+  dp->lse.fill_bytes(0xFF);
+  ForwardArgs& a = dp->args;
   for (const ref::HostTensor& t : p.tensors) {
     const bool i32 = !t.i32.empty();
     const size_t count = i32 ? t.i32.size() : t.f32.size();
-    tensors.push_back(rt.alloc(count * 4));
-    tensors.back().upload(i32 ? static_cast<const void*>(t.i32.data()) : t.f32.data(), count * 4);
-    a.buffers.push_back({t.name, tensors.back().data(), int64_t(count)});
+    dp->tensors.push_back(rt.alloc(count * 4));
+    dp->tensors.back().upload(i32 ? static_cast<const void*>(t.i32.data()) : t.f32.data(), count * 4);
+    a.buffers.push_back({t.name, dp->tensors.back().data(), int64_t(count)});
   }
   static_cast<ProblemShape&>(a) = c;
-  a.q = view(q.data(), c, c.seq_q, c.heads_q, d_qk);
-  a.k = view(k.data(), c, c.seq_kv, c.heads_kv, d_qk);
-  a.v = view(v.data(), c, c.seq_kv, c.heads_kv, d_v);
-  a.o = view(o.data(), c, c.seq_q, c.heads_q, d_v);
-  a.lse = static_cast<float*>(lse.data());
+  a.q = view(dp->q.data(), c, c.seq_q, c.heads_q, d_qk);
+  a.k = view(dp->k.data(), c, c.seq_kv, c.heads_kv, d_qk);
+  a.v = view(dp->v.data(), c, c.seq_kv, c.heads_kv, d_v);
+  a.o = view(dp->o.data(), c, c.seq_q, c.heads_q, d_v);
+  a.lse = static_cast<float*>(dp->lse.data());
   a.params = c.params;
+  a.scale = c.scale;
+  return dp;
+}
+
+ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed) {
+  CompileOptions opts;
+  opts.config = c.config;
+  opts.autotune = "off";  // the numerics of this config (or the heuristic's), not of a tuning run
+  Kernel kernel = rt.compile(c.spec, opts);
+  std::unique_ptr<DeviceProblem> dp = upload_problem(rt, c, seed);
+  const ref::Problem& p = dp->p;
+  const int64_t d_qk = p.d_qk(), d_v = p.d_v();
+  const size_t o_elems = c.batch * c.seq_q * c.heads_q * d_v;
+  DeviceBuffer &o = dp->o, &lse = dp->lse;
+  const ForwardArgs& a = dp->args;
   kernel.forward(a);
   rt.synchronize();
   std::vector<uint16_t> out(o_elems);

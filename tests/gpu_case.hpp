@@ -1,6 +1,7 @@
 // One forward run on the GPU against the fp64 reference: random inputs, poisoned outputs.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "flashjit/reference.hpp"
@@ -20,6 +21,8 @@ struct Case : ProblemShape {
   AttentionSpec spec;
   bool bhsd = false;  // [batch, heads, seq, dim] memory, passed through strides
   std::optional<TileConfig> config;
+  std::optional<TileConfig> backward_config;
+  float scale = 0.f;  // 0 → 1/sqrt(d_qk)
   std::vector<ParamValue> params;
 };
 
@@ -30,7 +33,32 @@ Tensor bhsd(void* data, int64_t seq, int64_t heads, int64_t dim);
 // A spec from its parts (mask/score in the DSL).
 AttentionSpec make_spec(DType dt, int d_qk, int d_v, const std::string& mask, const std::string& score = "score");
 
+// Strides of [b, s, h, d] for the case's layout, and host BSHD ↔ that layout.
+Tensor view(void* data, const Case& c, int64_t seq, int64_t heads, int64_t dim);
+std::vector<uint16_t> relayout(const std::vector<uint16_t>& in, const Case& c, int64_t seq, int64_t heads, int64_t dim,
+                               bool to_device);
+
+// A case's random inputs (normal Q, K, V; spec tensors) on the host and the device, the output and
+// LSE poisoned with NaN, and forward arguments pointing at them.
+struct DeviceProblem {
+  ref::Problem p;
+  DeviceBuffer q, k, v, o, lse;
+  std::vector<DeviceBuffer> tensors;
+  ForwardArgs args;
+};
+std::unique_ptr<DeviceProblem> upload_problem(const Runtime& rt, const Case& c, uint64_t seed);
+
 // Compiles, runs once and verifies. Prints one "GPUCASE ..." line (scripts/gpu_check.sh tabulates them).
 ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed);
+
+// The backward (tests/gpu_backward_case.cpp): forward, then backward with random dO and NaN-poisoned
+// dQ, dK, dV, against the fp64 reference backward. `repeats` > 1 also runs it that many times more
+// and requires bitwise-equal gradients (deterministic).
+struct BackwardResult {
+  bool ok = false;
+  bool deterministic = true;
+  std::string message;
+};
+BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed, int repeats = 0);
 
 }  // namespace flashjit::test

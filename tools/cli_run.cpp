@@ -23,6 +23,7 @@ struct RunArgs {
   int device = 0;
   std::string configs;  // "" → the heuristic table's
   bool no_verify = false;
+  bool backward = false;
 };
 
 // Forward FLOPs, FlashAttention's convention (docs/perf-notes.md): 2·s_q·s_kv·(d_qk + d_v) per
@@ -38,8 +39,10 @@ void fill_random(std::vector<uint16_t>& v, size_t n, DType dt, std::mt19937_64& 
   for (auto& x : v) x = ref::to_half_bits(dist(rng), dt);
 }
 
-int compile_only(const AttentionSpec& spec, const Error& why) {
-  CompiledKernel k = compile_to_ptx(spec);
+int compile_only(const AttentionSpec& spec, const Error& why, bool backward) {
+  CompileOptions opts;
+  opts.backward = backward;
+  CompiledKernel k = compile_to_ptx(spec, opts);
   std::cout << "compiled " << k.key << " for " << k.arch << ": " << spec.canonical() << "  config " << k.config.str()
             << " (" << k.config_reason << ")\n  PTX " << k.ptx.size() << " bytes";
   PtxasReport r = run_ptxas(k.ptx, k.arch);
@@ -151,6 +154,51 @@ bool run_one(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, Dev
   return ok;
 }
 
+// The backward on the forward's O and LSE with a random dO; dQ, dK, dV poisoned with NaN, verified
+// against the fp64 reference backward and timed (FlashAttention's convention: a backward does 2.5×
+// the forward's FLOPs).
+bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, DeviceProblem& d, const RunArgs& a) {
+  std::mt19937_64 rng(static_cast<uint64_t>(a.seed) + 1);
+  std::vector<uint16_t> d_o;
+  fill_random(d_o, d.o.size() / 2, p.dtype(), rng);
+  DeviceBuffer d_o_dev = rt.alloc(d.o.size()), dq = rt.alloc(d.q.size()), dk = rt.alloc(d.k.size()),
+               dv = rt.alloc(d.v.size());
+  d_o_dev.upload(d_o.data(), d_o_dev.size());
+  BackwardArgs b;
+  static_cast<ProblemShape&>(b) = p;
+  b.q = d.args.q, b.k = d.args.k, b.v = d.args.v, b.o = d.args.o;
+  b.d_o = bshd(d_o_dev.data(), p.seq_q, p.heads_q, p.d_v());
+  b.dq = bshd(dq.data(), p.seq_q, p.heads_q, p.d_qk());
+  b.dk = bshd(dk.data(), p.seq_kv, p.heads_kv, p.d_qk());
+  b.dv = bshd(dv.data(), p.seq_kv, p.heads_kv, p.d_v());
+  b.lse = d.args.lse;
+  b.buffers = d.args.buffers;
+  for (DeviceBuffer* g : {&dq, &dk, &dv}) g->fill_bytes(0xFF);
+  kernel.forward(d.args);
+  kernel.backward(b);
+  rt.synchronize();
+  bool ok = true;
+  std::string verdict = "not verified (--no-verify)";
+  if (!a.no_verify) {
+    std::vector<uint16_t> hq(dq.size() / 2), hk(dk.size() / 2), hv(dv.size() / 2);
+    dq.download(hq.data(), dq.size());
+    dk.download(hk.data(), dk.size());
+    dv.download(hv.data(), dv.size());
+    ref::BackwardVerdict vd = ref::verify_backward(p, d_o, hq, hk, hv);
+    ok = vd.ok;
+    verdict = vd.message;
+  }
+  const double ms = rt.time_backward(kernel, b, 3, a.reps);
+  const CompiledKernel& ck = kernel.backward_compiled();
+  std::cout << "backward " << ck.key << " " << ck.description << " (" << ck.config_reason << ")\n"
+            << "verify   " << verdict << "\n"
+            << std::fixed << std::setprecision(3) << "time     " << ms << " ms backward (median)\n"
+            << std::setprecision(1) << "perf     " << 2.5 * forward_flops(p) / (ms * 1e-3) / 1e12
+            << " TFLOP/s backward\n"
+            << std::defaultfloat;
+  return ok;
+}
+
 int run(const RunArgs& a) {
   const AttentionSpec spec = load_spec_arg(a.spec.empty() ? std::nullopt : std::optional(a.spec));
   ref::Problem p = make_problem(spec, a);
@@ -165,7 +213,7 @@ int run(const RunArgs& a) {
     rt = Runtime::create(a.device);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::no_gpu) throw;
-    return compile_only(spec, e);
+    return compile_only(spec, e, a.backward);
   }
   fill_inputs(p, static_cast<uint64_t>(a.seed));
   DeviceProblem d;
@@ -185,6 +233,7 @@ int run(const RunArgs& a) {
     if (first) print_header(*rt, p);
     first = false;
     all_ok = run_one(*rt, kernel, p, d, a) && all_ok;
+    if (a.backward) all_ok = run_backward(*rt, kernel, p, d, a) && all_ok;
   }
   return all_ok ? kOk : kFailure;
 }
@@ -229,6 +278,9 @@ Command add_run(CLI::App& app) {
       ->type_name("BM,BN,WARPS,STAGES[;...]")
       ->check(parsed_by(parse_tile_configs));
   sub->add_flag("--no-verify", a->no_verify, "skip the check against the fp64 reference");
+  sub->add_flag("--backward", a->backward,
+                "also run the backward (dQ, dK, dV for a random dO), verify it against the fp64 reference "
+                "backward and time it");
   return {sub, [a] { return run(*a); }};
 }
 

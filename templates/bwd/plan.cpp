@@ -57,11 +57,13 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, const char*
 
 TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason) {
   const int d = std::max(spec.spec.head_dim_qk, spec.spec.head_dim_v);
-  // Key tiles of 128 (8 warps, two warpgroups) while dK and dV fit the registers together (d ≤
-  // 128), as FlashAttention-2's backward does; above, 64 keys and dK, dV in two launches. Each
-  // thread holds (d_qk + d_v) / 2 accumulators plus S, dP (and the score's derivative) over
-  // block_m / 2 columns: query tiles of 32 above d = 64 keep that under 255 registers.
-  TileConfig c = d <= 64 ? TileConfig{64, 128, 8, 2} : d <= 128 ? TileConfig{32, 128, 8, 2} : TileConfig{32, 64, 4, 2};
+  // Key tiles of 128 (8 warps, two warpgroups), as FlashAttention-2's backward uses; above d = 128
+  // dK and dV take two launches (plan_backward). Each thread holds (d_qk + d_v) / 2 accumulators
+  // plus S, dP (and the score's derivative) over block_m / 2 columns: query tiles of 32 above
+  // d = 64 keep that spill-free under ptxas 13 (tests/test_codegen_backward.cpp).
+  // At d = 256 the wgmma dK kernel with a score modifier spills on 8 warps and not on 4.
+  TileConfig c = d <= 64 ? TileConfig{64, 128, 8, 2} : TileConfig{32, 128, 8, 2};
+  if (d > 192 && wgmma_for(target, 64, 4)) c = {32, 64, 4, 2};
   const int pad = (spec.spec.head_dim_qk + 63) / 64 * 64 + (spec.spec.head_dim_v + 63) / 64 * 64;
   if ((c.block_n + c.num_stages * c.block_m) * pad * 2 + kWgmmaAlignSlack > max_shared_bytes(target.arch))
     c.num_stages = 1;

@@ -1,0 +1,84 @@
+// One backward run on the GPU against the fp64 reference backward: the forward's O and LSE from the
+// kernel, random dO, NaN-poisoned dQ, dK, dV (any element not written fails).
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "tests/gpu_case.hpp"
+
+namespace flashjit::test {
+
+BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed, int repeats) {
+  CompileOptions opts;
+  opts.config = c.config;
+  opts.backward_config = c.backward_config;
+  opts.autotune = "off";
+  opts.backward = true;
+  Kernel kernel = rt.compile(c.spec, opts);
+  std::unique_ptr<DeviceProblem> dp = upload_problem(rt, c, seed);
+  const ref::Problem& p = dp->p;
+  const int64_t d_qk = p.d_qk(), d_v = p.d_v();
+  kernel.forward(dp->args);
+
+  std::mt19937_64 rng(seed ^ 0x9E3779B97F4A7C15ull);
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<uint16_t> d_o(size_t(c.batch * c.seq_q * c.heads_q * d_v));
+  for (auto& x : d_o) x = ref::to_half_bits(n(rng), p.dtype());
+  DeviceBuffer d_o_dev = rt.alloc(d_o.size() * 2);
+  std::vector<uint16_t> d_o_dev_layout = relayout(d_o, c, c.seq_q, c.heads_q, d_v, true);
+  d_o_dev.upload(d_o_dev_layout.data(), d_o_dev_layout.size() * 2);
+  DeviceBuffer dq = rt.alloc(p.q.size() * 2), dk = rt.alloc(p.k.size() * 2), dv = rt.alloc(p.v.size() * 2);
+
+  BackwardArgs b;
+  static_cast<ProblemShape&>(b) = c;
+  b.q = dp->args.q;
+  b.k = dp->args.k;
+  b.v = dp->args.v;
+  b.o = dp->args.o;
+  b.d_o = view(d_o_dev.data(), c, c.seq_q, c.heads_q, d_v);
+  b.dq = view(dq.data(), c, c.seq_q, c.heads_q, d_qk);
+  b.dk = view(dk.data(), c, c.seq_kv, c.heads_kv, d_qk);
+  b.dv = view(dv.data(), c, c.seq_kv, c.heads_kv, d_v);
+  b.lse = dp->args.lse;
+  b.scale = c.scale;
+  b.params = c.params;
+  b.buffers = dp->args.buffers;
+  b.deterministic = repeats > 0;
+
+  struct Grads {
+    std::vector<uint16_t> dq, dk, dv;
+  };
+  auto run = [&] {
+    for (DeviceBuffer* g : {&dq, &dk, &dv}) g->fill_bytes(0xFF);
+    kernel.backward(b);
+    rt.synchronize();
+    Grads g{std::vector<uint16_t>(p.q.size()), std::vector<uint16_t>(p.k.size()), std::vector<uint16_t>(p.v.size())};
+    dq.download(g.dq.data(), g.dq.size() * 2);
+    dk.download(g.dk.data(), g.dk.size() * 2);
+    dv.download(g.dv.data(), g.dv.size() * 2);
+    return g;
+  };
+  const Grads first = run();
+  BackwardResult r;
+  for (int i = 0; i < repeats && r.deterministic; ++i) {
+    const Grads again = run();
+    r.deterministic = again.dq == first.dq && again.dk == first.dk && again.dv == first.dv;
+  }
+  ref::BackwardVerdict v =
+      ref::verify_backward(p, d_o, relayout(first.dq, c, c.seq_q, c.heads_q, d_qk, false),
+                           relayout(first.dk, c, c.seq_kv, c.heads_kv, d_qk, false),
+                           relayout(first.dv, c, c.seq_kv, c.heads_kv, d_v, false));
+  r.ok = v.ok && r.deterministic;
+  r.message = v.message + (repeats ? (r.deterministic ? "; bitwise equal over " : "; NOT bitwise equal within ") +
+                                         std::to_string(repeats + 1) + " runs"
+                                   : "");
+  std::printf("GPUCASE backward %s d=%d/%d mask=%s score=%s b=%lld h=%lld/%lld sq=%lld skv=%lld %s %s %s %s\n",
+              p.dtype() == DType::f16 ? "fp16" : "bf16", int(d_qk), int(d_v), c.spec.mask.c_str(), c.spec.score.c_str(),
+              (long long)c.batch, (long long)c.heads_q, (long long)c.heads_kv, (long long)c.seq_q, (long long)c.seq_kv,
+              c.bhsd ? "bhsd" : "bshd", kernel.backward_compiled().config.str().c_str(), r.ok ? "PASS" : "FAIL",
+              r.message.c_str());
+  std::fflush(stdout);
+  return r;
+}
+
+}  // namespace flashjit::test
