@@ -2,9 +2,11 @@
 // whose error sets the bar for a kernel's dq, dk, dv (the forward's rule, reference/attention.cpp).
 //
 // Both run one algorithm: FlashAttention-2's backward (Dao 2023, Algorithm 2) without tiling. With
-// x = score'(scale·q·k) the modified score of a visible pair and the row's softmax statistics,
-//   P = exp(x − m) / l,  dP = dO·vᵀ,  D = Σⱼ P∘dP,  dS = P∘(dP − D)∘score'(scale·s)·scale,
-//   dQ = dS·K,  dK = dSᵀ·Q,  dV = Pᵀ·dO.
+// f the spec's score modifier, s = q·k and x = f(scale·s) the modified score of a visible pair, and
+// the row's softmax statistics m = max x, l = Σ exp(x − m),
+//   P = exp(x − m) / l,  dP = dO·vᵀ,  D = Σⱼ P∘dP,  dS = P∘(dP − D)∘f'(scale·s)·scale,
+//   dQ = dS·K,  dK = dSᵀ·Q,  dV = Pᵀ·dO,
+// where f' is the front end's symbolic derivative (dsl::Spec::score_grad), 1 for the identity.
 // D = Σⱼ P∘dP equals Algorithm 2's rowsum(dO∘O) because O = P·V (FlashAttention, Dao et al. 2022,
 // Appendix B.2), and needs no O. dQ rows are summed over keys in a pass over query rows; dK and dV
 // rows over queries in a second pass over keys that recomputes P and dS from the saved statistics,

@@ -22,7 +22,7 @@ template <class T>
 Inputs<T> widen(const Problem& p, const std::vector<uint16_t>& d_o);
 
 // The pointwise part of attention at (b, h, q, kv): whether the key is visible, the score
-// modifier score'(x) of the scaled score x = scale·q·k, and d score'/dx. By default the spec's,
+// modifier f(x) of the scaled score x = scale·q·k, and f'(x). By default the spec's,
 // through the DSL interpreter; virtual so that a test can put closed forms evaluated in double in
 // their place (the language's f32 would drown a finite difference in rounding).
 class Pointwise {

@@ -85,12 +85,12 @@ struct Grads {
   std::vector<double> dq, dk, dv;
 };
 
-// fp64 backward of O = softmax(score'(scale·QKᵀ) masked)·V for the upstream gradient d_o
-// ([batch, seq_q, heads_q, d_v], dtype bits), every row (FlashAttention-2, Dao 2023, Algorithm 2):
-// P recomputed, D = rowsum(dO∘O) = Σⱼ P∘dP, dS = P∘(dP − D)∘score'(scale·s) with the spec's
-// d score'/d score, dQ = scale·dS·K, dK = scale·dSᵀ·Q, dV = Pᵀ·dO. Mask, score and its derivative
-// go through the DSL interpreter, the score in f32 as in attention_fp64. Fully masked rows give
-// zero gradients (never NaN). Throws Error(usage) when a tensor's size does not match the shape.
+// fp64 backward of O = softmax(f(scale·QKᵀ) masked)·V, f the spec's score modifier, for the
+// upstream gradient d_o ([batch, seq_q, heads_q, d_v], dtype bits), every row (FlashAttention-2,
+// Dao 2023, Algorithm 2): P recomputed, D = rowsum(dO∘O) = Σⱼ P∘dP, dS = P∘(dP − D)∘f'(scale·s)
+// with f' the spec's d score'/d score, dQ = scale·dS·K, dK = scale·dSᵀ·Q, dV = Pᵀ·dO. Mask, f and
+// f' go through the DSL interpreter, f and f' in f32 as f is in attention_fp64. Fully masked rows
+// give zero gradients (never NaN). Throws Error(usage) when a tensor's size does not match the shape.
 FLASHJIT_API Grads attention_backward_fp64(const Problem& p, const std::vector<uint16_t>& d_o);
 
 // What a plain same-dtype (PyTorch autograd) implementation computes, as attention_same_dtype does
