@@ -76,4 +76,42 @@ struct Verdict {
 FLASHJIT_API Verdict verify(const Problem& p, const std::vector<uint16_t>& out_bshd,
                             const std::vector<float>* lse_bhs, int64_t max_rows = 2048);
 
+
+// ---- backward ------------------------------------------------------------------------------------
+
+// Gradients in BSHD layout like q/k/v: dq [batch, seq_q, heads_q, d_qk], dk [batch, seq_kv, heads_kv,
+// d_qk], dv [batch, seq_kv, heads_kv, d_v]. For GQA/MQA, dk/dv of a KV head sum over its query heads.
+struct Grads {
+  std::vector<double> dq, dk, dv;
+};
+
+// fp64 backward of O = softmax(f(scale·QKᵀ) masked)·V, f the spec's score modifier, for the
+// upstream gradient d_o ([batch, seq_q, heads_q, d_v], dtype bits), every row (FlashAttention-2,
+// Dao 2023, Algorithm 2): P recomputed, D = rowsum(dO∘O) = Σⱼ P∘dP, dS = P∘(dP − D)∘f'(scale·s)
+// with f' the spec's d score'/d score, dQ = scale·dS·K, dK = scale·dSᵀ·Q, dV = Pᵀ·dO. Mask, f and
+// f' go through the DSL interpreter, f and f' in f32 as f is in attention_fp64. Fully masked rows
+// give zero gradients (never NaN). Throws Error(usage) when a tensor's size does not match the shape.
+FLASHJIT_API Grads attention_backward_fp64(const Problem& p, const std::vector<uint16_t>& d_o);
+
+// What a plain same-dtype (PyTorch autograd) implementation computes, as attention_same_dtype does
+// for the forward: every matmul accumulates in fp32 and is rounded to dtype (S, dP, dQ, dK, dV,
+// and dK, dV per query head before the GQA sum, rounded again); S·scale and the score modifier
+// rounded to dtype; softmax in fp32, P rounded; the softmax backward P∘(dP − Σ P∘dP) in fp32,
+// rounded; its product with d score'/d score rounded, and with scale rounded. Its error against
+// fp64 is the yardstick of verify_backward.
+FLASHJIT_API Grads attention_backward_same_dtype(const Problem& p, const std::vector<uint16_t>& d_o);
+
+// The numerics verdict of a kernel's dq, dk, dv (dtype bits, BSHD) under verify()'s rule, each
+// tensor on its own: max error against fp64 within 2 × the same-dtype error + floor, no NaN or
+// infinity anywhere in the tensor; every row is checked (max_lse_err stays 0). A tensor of the
+// wrong size fails with a message.
+struct BackwardVerdict {
+  bool ok = false;
+  Verdict dq, dk, dv;
+  std::string message;  // one line, for logs
+};
+FLASHJIT_API BackwardVerdict verify_backward(const Problem& p, const std::vector<uint16_t>& d_o,
+                                             const std::vector<uint16_t>& dq, const std::vector<uint16_t>& dk,
+                                             const std::vector<uint16_t>& dv);
+
 }  // namespace flashjit::ref
