@@ -4,6 +4,8 @@
     kern = rt.compile(spec_yaml)         # raises FlashjitError (status FJ_ERR_SPEC, ...) on failure
     kern.forward(q, k, v, o)             # views of shape [batch, seq, heads, dim], any strides
     launch = kern.prepare(q, k, v, o)    # pre-built arguments: launch() costs one ctypes call
+    kern.backward(q, k, v, o, d_o, dq, dk, dv, lse)   # gradients of a forward that wrote lse
+    o = attention(kern, q, k, v)         # differentiable (torch.autograd): o.backward(d_o) fills q.grad, ...
 
 Tensors are passed as data_ptr() and stride() in elements, viewed as [batch, seq, heads, dim]:
 for BHSD storage pass `x.transpose(1, 2)`. The launch goes on torch.cuda.current_stream() unless
@@ -52,6 +54,19 @@ class ForwardArgs(ctypes.Structure):
                 ("buffers", ctypes.POINTER(Buffer)), ("num_buffers", ctypes.c_int),
                 ("stream", ctypes.c_void_p),
                 ("block_map", ctypes.c_void_p)]
+
+
+class BackwardArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("batch", ctypes.c_int64), ("seq_q", ctypes.c_int64), ("seq_kv", ctypes.c_int64),
+                ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
+                ("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor), ("d_o", Tensor),
+                ("dq", Tensor), ("dk", Tensor), ("dv", Tensor),
+                ("lse", ctypes.c_void_p), ("scale", ctypes.c_float),
+                ("params", ctypes.POINTER(Param)), ("num_params", ctypes.c_int),
+                ("buffers", ctypes.POINTER(Buffer)), ("num_buffers", ctypes.c_int),
+                ("stream", ctypes.c_void_p),
+                ("deterministic", ctypes.c_int)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -104,6 +119,7 @@ def lib():
         "fj_forward": (st, [P, ctypes.POINTER(ForwardArgs)]),
         "fj_block_map_build": (st, [P, ctypes.POINTER(ForwardArgs), ctypes.POINTER(P)]),
         "fj_block_map_destroy": (None, [P]),
+        "fj_backward": (st, [P, ctypes.POINTER(BackwardArgs)]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(L, name)
@@ -146,6 +162,30 @@ def _tensor(t, what):
     for i, s in enumerate(t.stride()):
         c.stride[i] = s
     return c
+
+
+def _params_and_buffers(a, params, buffers, keep):
+    """Fills a's params and buffers arrays from {name: value} and {name: tensor}; `keep` collects
+    what the C arrays point into, which must outlive every call made with `a`."""
+    if params:
+        arr = (Param * len(params))()
+        for i, (name, value) in enumerate(params.items()):
+            nb = name.encode()
+            keep.append(nb)
+            arr[i].name, arr[i].value = nb, float(value)
+        a.params, a.num_params = ctypes.cast(arr, ctypes.POINTER(Param)), len(params)
+        keep.append(arr)
+    if buffers:
+        arr = (Buffer * len(buffers))()
+        for i, (name, t) in enumerate(buffers.items()):
+            if not t.is_contiguous():
+                raise ValueError(f"buffer {name}: must be contiguous")
+            nb = name.encode()
+            keep.append(nb)
+            keep.append(t)
+            arr[i].name, arr[i].data, arr[i].numel = nb, t.data_ptr(), t.numel()
+        a.buffers, a.num_buffers = ctypes.cast(arr, ctypes.POINTER(Buffer)), len(buffers)
+        keep.append(arr)
 
 
 class _Handle:
@@ -208,25 +248,7 @@ class Kernel(_Handle):
         a.lse = lse.data_ptr() if lse is not None else None
         a.scale = float(scale)
         keep = []
-        if params:
-            arr = (Param * len(params))()
-            for i, (name, value) in enumerate(params.items()):
-                nb = name.encode()
-                keep.append(nb)
-                arr[i].name, arr[i].value = nb, float(value)
-            a.params, a.num_params = ctypes.cast(arr, ctypes.POINTER(Param)), len(params)
-            keep.append(arr)
-        if buffers:
-            arr = (Buffer * len(buffers))()
-            for i, (name, t) in enumerate(buffers.items()):
-                if not t.is_contiguous():
-                    raise ValueError(f"buffer {name}: must be contiguous")
-                nb = name.encode()
-                keep.append(nb)
-                keep.append(t)
-                arr[i].name, arr[i].data, arr[i].numel = nb, t.data_ptr(), t.numel()
-            a.buffers, a.num_buffers = ctypes.cast(arr, ctypes.POINTER(Buffer)), len(buffers)
-            keep.append(arr)
+        _params_and_buffers(a, params, buffers, keep)
         if stream is None:
             stream = torch.cuda.current_stream().cuda_stream
         a.stream = stream
@@ -252,6 +274,55 @@ class Kernel(_Handle):
     def forward(self, q, k, v, o, **kw):
         self.prepare(q, k, v, o, **kw)()
 
+    def prepare_backward(self, q, k, v, o, d_o, dq, dk, dv, lse, scale=0.0, params=None, buffers=None,
+                         stream=None, deterministic=False):
+        """Builds the fj_backward_args struct once; returns launch() that runs the backward on it.
+
+        q, k, v, o, scale, params, buffers: as given to the forward that wrote `lse` (required:
+        fp32 [batch, heads_q, seq_q], contiguous); d_o: dL/dO shaped like o; dq, dk, dv: written,
+        shaped like q, k, v (GQA: dk, dv summed over each group's query heads)."""
+        import torch
+        a = BackwardArgs()
+        a.struct_size = ctypes.sizeof(BackwardArgs)
+        a.batch, a.seq_q, a.heads_q = q.shape[0], q.shape[1], q.shape[2]
+        a.seq_kv, a.heads_kv = k.shape[1], k.shape[2]
+        named = (("q", q), ("k", k), ("v", v), ("o", o), ("d_o", d_o), ("dq", dq), ("dk", dk), ("dv", dv))
+        for name, t in named:
+            setattr(a, name, _tensor(t, name))
+        if lse is not None:
+            # The C ABI sees only a pointer: a wrong dtype or layout would give wrong gradients.
+            want = (q.shape[0], q.shape[2], q.shape[1])
+            if lse.dtype != torch.float32 or tuple(lse.shape) != want or not lse.is_contiguous() or not lse.is_cuda:
+                raise ValueError(f"lse: expected a contiguous CUDA float32 tensor of shape {want} [batch, heads_q, "
+                                 f"seq_q], got {lse.dtype} {tuple(lse.shape)} strides {lse.stride()}")
+            a.lse = lse.data_ptr()
+        a.scale = float(scale)
+        keep = [t for _, t in named] + [lse]
+        _params_and_buffers(a, params, buffers, keep)
+        if stream is None:
+            stream = torch.cuda.current_stream().cuda_stream
+        a.stream = stream
+        a.deterministic = 1 if deterministic else 0
+        bwd = lib().fj_backward
+        h = self._h
+        ref = ctypes.byref(a)
+
+        def launch():
+            st = bwd(h, ref)
+            if st != FJ_OK:
+                _check(st, "fj_backward")
+
+        launch.args = a
+        launch.keep = keep
+        return launch
+
+    def backward(self, q, k, v, o, d_o, dq, dk, dv, lse, **kw):
+        self.prepare_backward(q, k, v, o, d_o, dq, dk, dv, lse, **kw)()
+
+    def attention(self, q, k, v, scale=0.0, params=None, buffers=None, deterministic=False):
+        """The module's attention() through this kernel: O, differentiable in q, k and v."""
+        return attention(self, q, k, v, scale=scale, params=params, buffers=buffers, deterministic=deterministic)
+
 
 class Runtime(_Handle):
     _destroy = "fj_runtime_destroy"
@@ -265,3 +336,52 @@ class Runtime(_Handle):
         h = ctypes.c_void_p()
         _check(lib().fj_compile(self._h, spec_yaml.encode(), ctypes.byref(h)), "fj_compile")
         return Kernel(h.value, self)
+
+
+_attention_function = None
+
+
+def _autograd_function():
+    """The torch.autograd.Function over fj_forward and fj_backward, defined on first use so that
+    this module imports where torch is absent."""
+    global _attention_function
+    if _attention_function is not None:
+        return _attention_function
+    import torch
+
+    class FlashjitAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, kernel, scale, params, buffers, deterministic):
+            b, s_q, h_q = q.shape[0], q.shape[1], q.shape[2]
+            o = q.new_empty((b, s_q, h_q, v.shape[3]))
+            lse = torch.empty((b, h_q, s_q), dtype=torch.float32, device=q.device)
+            kernel.forward(q, k, v, o, lse=lse, scale=scale, params=params, buffers=buffers)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.kernel, ctx.scale, ctx.params, ctx.buffers = kernel, scale, params, buffers
+            ctx.deterministic = deterministic
+            return o
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, d_o):
+            q, k, v, o, lse = ctx.saved_tensors
+            # The incoming gradient may be broadcast (zero strides) or a view at any offset; the
+            # kernel needs unit head-dim stride and 16-byte aligned rows.
+            d_o = d_o.contiguous()
+            if d_o.data_ptr() % 16 != 0:
+                d_o = d_o.clone()
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            ctx.kernel.backward(q, k, v, o, d_o, dq, dk, dv, lse, scale=ctx.scale, params=ctx.params,
+                                buffers=ctx.buffers, deterministic=ctx.deterministic)
+            return dq, dk, dv, None, None, None, None, None
+
+    _attention_function = FlashjitAttention
+    return FlashjitAttention
+
+
+def attention(kernel, q, k, v, scale=0.0, params=None, buffers=None, deterministic=False):
+    """O = attention(q, k, v) through `kernel`, recorded for torch.autograd: the forward keeps q, k,
+    v, O and the LSE; the backward runs fj_backward on the current stream (the forward's, as
+    autograd arranges) into fresh dq, dk, dv (torch.empty_like, so they keep q, k, v's strides
+    where those are dense). Views [batch, seq, heads, dim], as Kernel.forward takes them."""
+    return _autograd_function().apply(q, k, v, kernel, scale, params, buffers, deterministic)

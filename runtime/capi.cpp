@@ -30,7 +30,9 @@ namespace {
 // working forever, so these stay put when fields are appended (sizeof grows, these do not).
 constexpr size_t kForwardArgsV1Size = offsetof(fj_forward_args, stream) + sizeof(void*);
 constexpr size_t kKernelInfoV1Size = offsetof(fj_kernel_info, head_dim_v) + sizeof(int);
-static_assert(kForwardArgsV1Size <= sizeof(fj_forward_args) && kKernelInfoV1Size <= sizeof(fj_kernel_info));
+constexpr size_t kBackwardArgsV1Size = offsetof(fj_backward_args, deterministic) + sizeof(int);
+static_assert(kForwardArgsV1Size <= sizeof(fj_forward_args) && kKernelInfoV1Size <= sizeof(fj_kernel_info) &&
+              kBackwardArgsV1Size <= sizeof(fj_backward_args));
 
 // Per-thread last error. `fixed` is used when even storing the message fails (out of memory).
 thread_local std::string t_message;
@@ -249,10 +251,10 @@ FJ_API fj_status fj_kernel_get_info(const fj_kernel* kernel, fj_kernel_info* out
 
 namespace {
 
-// The C++ arguments of a checked fj_forward_args (fn names the caller in messages).
-flashjit::ForwardArgs forward_args(const fj_forward_args& a, const char* fn) {
-  const std::string where = fn;
-  flashjit::ForwardArgs f;
+// The sizes, params and buffers that fj_forward_args and fj_backward_args share, into their C++
+// counterparts (`where` names the caller in messages).
+template <class CArgs, class Args>
+void convert_common(const CArgs& a, const std::string& where, Args& f) {
   f.batch = a.batch;
   f.seq_q = a.seq_q;
   f.seq_kv = a.seq_kv;
@@ -262,7 +264,6 @@ flashjit::ForwardArgs forward_args(const fj_forward_args& a, const char* fn) {
   f.k = tensor(a.k);
   f.v = tensor(a.v);
   f.o = tensor(a.o);
-  f.lse = a.lse;
   f.scale = a.scale;
   f.stream = a.stream;
   if (a.num_params < 0) usage(where + ": args->num_params is " + std::to_string(a.num_params) + "; it must be >= 0");
@@ -282,8 +283,27 @@ flashjit::ForwardArgs forward_args(const fj_forward_args& a, const char* fn) {
     if (!b.name) usage(where + ": args->buffers[" + std::to_string(i) + "].name is NULL");
     f.buffers.push_back({b.name, b.data, b.numel});
   }
+}
+
+// The C++ arguments of a checked fj_forward_args (fn names the caller in messages).
+flashjit::ForwardArgs forward_args(const fj_forward_args& a, const char* fn) {
+  flashjit::ForwardArgs f;
+  convert_common(a, fn, f);
+  f.lse = a.lse;
   if (a.block_map) f.block_map = &a.block_map->map;
   return f;
+}
+
+flashjit::BackwardArgs backward_args(const fj_backward_args& a) {
+  flashjit::BackwardArgs b;
+  convert_common(a, "fj_backward", b);
+  b.d_o = tensor(a.d_o);
+  b.dq = tensor(a.dq);
+  b.dk = tensor(a.dk);
+  b.dv = tensor(a.dv);
+  b.lse = a.lse;
+  b.deterministic = a.deterministic != 0;
+  return b;
 }
 
 }  // namespace
@@ -315,5 +335,19 @@ FJ_API fj_status fj_block_map_build(const fj_kernel* kernel, const fj_forward_ar
 }
 
 FJ_API void fj_block_map_destroy(fj_block_map* map) { delete map; }
+
+FJ_API fj_status fj_backward(const fj_kernel* kernel, const fj_backward_args* args) {
+  return guarded("fj_backward", [&] {
+    // As fj_forward: the struct's version, then its required pointer, before the kernel, so a
+    // caller's struct errors are reported even for a NULL kernel.
+    require(args, "fj_backward", "args");
+    const fj_backward_args a = read_versioned(args, kBackwardArgsV1Size, "fj_backward", "args", "fj_backward_args");
+    if (!a.lse)
+      usage("fj_backward: args->lse is NULL; it is required: the forward's [batch, heads_q, seq_q] fp32 log-sum-exp "
+            "(fj_forward_args::lse)");
+    require(kernel, "fj_backward", "kernel");
+    kernel->kernel.backward(backward_args(a));
+  });
+}
 
 }  // extern "C"

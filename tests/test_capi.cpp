@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flashjit/flashjit.h"
+#include "tests/capi_helpers.hpp"
 #include "tests/gpu_case.hpp"
 #include "tests/support.hpp"
 
@@ -111,6 +112,14 @@ TEST_CASE("capi: struct_size too small or with unknown trailing fields is FJ_ERR
   CHECK(fj_forward(nullptr, &newer.v1) == FJ_ERR_USAGE);
   CHECK_THAT(last_error(), Catch::Contains("does not have") && Catch::Contains(std::to_string(sizeof(fj_forward_args))));
 
+  // A caller compiled against the first published layout (no block_map): accepted, and the bytes
+  // past its struct_size are never read (the next check is the kernel).
+  fj_forward_args v1 = empty_args();
+  v1.struct_size = offsetof(fj_forward_args, block_map);
+  v1.block_map = reinterpret_cast<const fj_block_map*>(0x1);
+  CHECK(fj_forward(nullptr, &v1) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("kernel is NULL"));
+
   fj_kernel_info info;
   std::memset(&info, 0, sizeof info);
   info.struct_size = sizeof(size_t);
@@ -197,40 +206,9 @@ TEST_CASE("capi: the last error is per thread", "[capi]") {
 
 // ---- GPU ---------------------------------------------------------------------------------------
 
-namespace {
-
-// Random bf16 bits from N(0, 1) (round to nearest even).
-std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<uint16_t> out(n);
-  for (auto& x : out) {
-    float f = dist(rng);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u += 0x7FFF + ((u >> 16) & 1);
-    x = static_cast<uint16_t>(u >> 16);
-  }
-  return out;
-}
-
-fj_tensor to_c(const flashjit::Tensor& t) {
-  fj_tensor c;
-  c.data = t.data;
-  for (int i = 0; i < 4; ++i) c.stride[i] = t.stride[i];
-  return c;
-}
-
-struct CapiGpu {
-  fj_runtime* crt = nullptr;
-  fj_kernel* ckernel = nullptr;
-  ~CapiGpu() {
-    fj_kernel_destroy(ckernel);
-    fj_runtime_destroy(crt);
-  }
-};
-
-}  // namespace
+using flashjit::test::CapiGpu;
+using flashjit::test::random_bf16;
+using flashjit::test::to_c;
 
 TEST_CASE("capi: forward through the C ABI matches the C++ API bit for bit", "[capi][gpu]") {
   REQUIRE_GPU_OR_SKIP();
@@ -310,6 +288,18 @@ TEST_CASE("capi: forward through the C ABI matches the C++ API bit for bit", "[c
   l2.download(lse2.data(), lse_bytes);
   CHECK(std::memcmp(out1.data(), out2.data(), o_bytes) == 0);
   CHECK(std::memcmp(lse1.data(), lse2.data(), lse_bytes) == 0);
+
+  // A caller of the first published layout: its struct ends before block_map, so whatever lies
+  // past struct_size is not read (here a junk pointer that would be refused as a map).
+  fj_forward_args v1 = a;
+  v1.struct_size = offsetof(fj_forward_args, block_map);
+  v1.block_map = reinterpret_cast<const fj_block_map*>(0x1);
+  o2.fill_bytes(0xFF);
+  REQUIRE(fj_forward(c.ckernel, &v1) == FJ_OK);
+  rt.synchronize();
+  std::vector<uint16_t> out3(o_bytes / 2);
+  o2.download(out3.data(), o_bytes);
+  CHECK(std::memcmp(out1.data(), out3.data(), o_bytes) == 0);
   // The comparison is not vacuous: the kernel wrote every output (the 0xFF poison is NaN).
   size_t poisoned = 0;
   for (uint16_t x : out2) poisoned += x == 0xFFFF;

@@ -1,4 +1,4 @@
-/* flashjit C ABI: compile attention specs and run the forward pass from C or any FFI.
+/* flashjit C ABI: compile attention specs and run the forward and backward passes from C or any FFI.
  *
  * Rules of this interface:
  * - Every function that can fail returns an fj_status; on failure fj_last_error() holds a
@@ -154,6 +154,38 @@ FJ_API fj_status fj_forward(const fj_kernel* kernel, const fj_forward_args* args
    map is later passed with other sizes or params. Rebuild it when the tensors change. */
 FJ_API fj_status fj_block_map_build(const fj_kernel* kernel, const fj_forward_args* args, fj_block_map** out);
 FJ_API void fj_block_map_destroy(fj_block_map* map);
+
+/* ---- the backward pass --------------------------------------------------------------------- */
+
+/* The gradients of one fj_forward call (FlashAttention-2's backward: P is recomputed from the
+   forward's LSE, never stored). Sizes, q, k, v, scale, params and buffers as given to that
+   fj_forward. Initialise as fj_forward_args: `fj_backward_args a = {.struct_size =
+   sizeof(fj_backward_args)};` (C99) or `fj_backward_args a{}; a.struct_size = sizeof a;` (C++). */
+typedef struct fj_backward_args {
+  size_t struct_size;                        /* sizeof(fj_backward_args), for ABI growth */
+  int64_t batch, seq_q, seq_kv, heads_q, heads_kv;
+  fj_tensor q, k, v;                         /* the forward's inputs */
+  fj_tensor o;                               /* the forward's output */
+  fj_tensor d_o;                             /* dL/dO, shaped like o */
+  fj_tensor dq, dk, dv;                      /* written: dL/dQ, dL/dK, dL/dV, shaped like q, k, v
+                                                (GQA: dk, dv summed over the query heads of a group);
+                                                must not share an address with an input */
+  const float* lse;                          /* required: the forward's [batch, heads_q, seq_q] fp32 LSE */
+  float scale;                               /* 0 → 1/sqrt(d_qk); must be the forward's */
+  const fj_param* params;   int num_params;   /* the spec's params; omitted ones take defaults */
+  const fj_buffer* buffers; int num_buffers;  /* the spec's tensors, all required */
+  void* stream;                              /* CUstream (or cudaStream_t); NULL = legacy default */
+  int deterministic;                         /* nonzero: bitwise-identical results from run to run
+                                                (flashjit::BackwardArgs::deterministic says what it costs) */
+} fj_backward_args;
+
+/* Checks shapes, strides and alignment as fj_forward does (FJ_ERR_USAGE naming the argument),
+   then launches asynchronously on args->stream: a D = rowsum(dO * O) pre-pass, the dK/dV kernel
+   and the dQ kernel, with fp32 workspace allocated and freed on the stream (capturable in a CUDA
+   graph). The backward module is compiled and loaded by the kernel's first fj_backward (with the
+   backward's heuristic tile config), so that call also reports its compile errors. There is no
+   block map here: a mask that reads tensors is evaluated inside the tiles of its closed-form range. */
+FJ_API fj_status fj_backward(const fj_kernel* kernel, const fj_backward_args* args);
 
 #ifdef __cplusplus
 } /* extern "C" */
