@@ -17,9 +17,12 @@ if [ "${BWD_RUNS:-1}" = 1 ]; then
       printf 'name: bwd\ndtype: bf16\nhead_dim: %s\nmask: %s\n' "$d" "$mask" > "$OUT/bwd-$d-$mask.yaml"
       for sb in "1024 16" "4096 4" "16384 1"; do
         set -- $sb
-        echo "=== d=$d mask=$mask seq=$1 batch=$2" >> "$R"
-        $D/flashjit run "$OUT/bwd-$d-$mask.yaml" --seq "$1" --batch "$2" --backward --no-verify --reps 10 >> "$R" 2>&1
-        echo "exit $?" >> "$R"
+        for det in "" --deterministic; do
+          echo "=== d=$d mask=$mask seq=$1 batch=$2 ${det:---atomic-dq}" >> "$R"
+          $D/flashjit run "$OUT/bwd-$d-$mask.yaml" --seq "$1" --batch "$2" --backward $det --no-verify --reps 10 \
+            >> "$R" 2>&1
+          echo "exit $?" >> "$R"
+        done
       done
     done
   done
@@ -31,4 +34,4 @@ tail -3 "$T"; echo "flashjit_tests exit $rc"
 echo "mma.sync:   $(grep -c '^GPUCASE backward.* PASS ' "$S") PASS, $(grep -c '^GPUCASE backward.* FAIL ' "$S") FAIL"
 grep '^GPUCASE backward.* FAIL ' "$S" | head -6
 tail -2 "$S"; echo "flashjit_tests (sync) exit $rc_sync"
-grep -E "^(===|time|perf|exit [^0])" "$R" | paste - - - - - 2>/dev/null | sed 's/time *//;s/perf *//' | head -20
+grep -E "^(===|time|perf|exit [^0])" "$R" | paste - - - - - 2>/dev/null | sed 's/time *//g;s/perf *//g;s/ (median)//g' | head -30

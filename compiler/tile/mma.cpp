@@ -74,6 +74,15 @@ void cp_async_16(Emitter& e, llvm::Value* dst, int imm, llvm::Value* src, llvm::
   e.b.CreateCall(llvm::InlineAsm::get(type, text, "r,l,r,~{memory}", /*hasSideEffects=*/true), {dst, src, bytes});
 }
 
+void cp_async_4(Emitter& e, llvm::Value* dst, llvm::Value* src, llvm::Value* valid) {
+  // .cg is 16 bytes only; .ca takes 4, 8 or 16 (PTX ISA §9.7.9.25.3.1).
+  llvm::Value* bytes = e.b.CreateSelect(valid, e.c32(4), e.c32(0));
+  auto* type = llvm::FunctionType::get(e.b.getVoidTy(), {e.i32(), src->getType(), e.i32()}, false);
+  e.b.CreateCall(llvm::InlineAsm::get(type, "cp.async.ca.shared.global [$0], [$1], 4, $2;", "r,l,r,~{memory}",
+                                      /*hasSideEffects=*/true),
+                 {dst, src, bytes});
+}
+
 void cp_async_commit(Emitter& e) {
   e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_cp_async_commit_group), {});
 }

@@ -31,6 +31,8 @@ Acc4 mma_16816(Emitter& e, DType dtype, const Frag4& a, llvm::Value* b0, llvm::V
 // cp.async.cg.shared.global 16 bytes to [dst + imm]; `valid` = false copies zeros (src-size 0)
 // and reads nothing.
 void cp_async_16(Emitter& e, llvm::Value* dst, int imm, llvm::Value* src_global, llvm::Value* valid);
+// cp.async.ca.shared.global 4 bytes (one f32) to [dst]; `valid` = false writes 0.
+void cp_async_4(Emitter& e, llvm::Value* dst, llvm::Value* src_global, llvm::Value* valid);
 void cp_async_commit(Emitter& e);
 void cp_async_wait(Emitter& e, int pending_groups);
 

@@ -24,6 +24,7 @@
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/mma.hpp"
 #include "compiler/tile/tensor_core.hpp"
+#include "templates/bwd/dq_atomic.hpp"
 #include "templates/common/backward_abi.hpp"
 #include "templates/common/forward_abi.hpp"
 #include "templates/common/kernel_args.hpp"
@@ -44,6 +45,7 @@ enum class Side { keys, queries };
 // What one launch of the dK/dV kernel accumulates (both, or one of them when the plan splits).
 struct Outputs {
   bool dk = false, dv = false, dq = false;
+  bool dq_atomic = false;  // the dK/dV kernel also adds dQ's partial sums into the workspace
 };
 
 Value* slice_offset(tile::Emitter& e, Value* const strides[3], Value* b, Value* h) {
@@ -64,7 +66,8 @@ class BackwardKernel {
   void tile_step(Value* j);
   // P and dS of one streamed tile, from S and dP.
   RegTile probabilities(RegTile s, Value* first, RegTile* grad);
-  void load_row_stats(Value* first);
+  void load_row_stats();
+  Value* row_stat(bool delta, int mt, int nt, int i);
   void store(const tile::TileVars& acc, Value* base, Value* const strides[3], Value* limit, int cols, Value* mult);
 
   Value* arg(int i) const { return fn_->getArg(unsigned(i)); }
@@ -94,6 +97,7 @@ class BackwardKernel {
   Value *smem_, *row0_, *row_last_;
   // Streamed tiles (Q and dO, or K and V) of the current head.
   Value *str_qk_base_ = nullptr, *str_v_base_ = nullptr, *lse_row_ = nullptr, *delta_row_ = nullptr;
+  Value* accum_row_ = nullptr;  // the dQ workspace's row 0 of this (batch, head)
   ExprInputs ex_;
   KvBounds bounds_{};
   std::unique_ptr<TileWalk> walk_;
@@ -102,6 +106,7 @@ class BackwardKernel {
   tile::TileVars p_vars_;
   // Per thread: LSE·log2 e (+inf for a row with no visible key) and D of each query it holds.
   std::vector<llvm::AllocaInst*> lse_vars_, delta_vars_;
+  Value* stats_ = nullptr;  // the dK/dV kernel: this stage's LSE and D in shared memory
 };
 
 BackwardKernel::BackwardKernel(llvm::Module& module, const BackwardPlan& plan, Side side, Outputs out,
@@ -173,6 +178,35 @@ void BackwardKernel::issue(Value* j, bool once) {
                   spec_.head_dim_qk, P_.threads, tid_, once);
   tile::copy_rows(e_, stage_tile(P_.str_v, P_.str_v_stage, stage), {str_v_base_, strides_[t_v][1], first, seq_cols_},
                   spec_.head_dim_v, P_.threads, tid_, once);
+  if (side_ != Side::keys) return;
+  // The streamed queries' LSE and D, in the same commit group as their Q and dO rows.
+  Value* stats = B.CreateAdd(B.CreateAdd(smem_, e_.c32(P_.stats)), B.CreateMul(stage, e_.c32(P_.stats_stage)));
+  for (int c0 = 0; c0 < P_.cols; c0 += P_.threads)
+    e_.when(B.CreateICmpULT(B.CreateAdd(tid_, e_.c32(c0)), e_.c32(P_.cols)), "stats", [&] {
+      Value* c = B.CreateAdd(tid_, e_.c32(c0));
+      Value* q = B.CreateAdd(first, c);
+      Value* valid = B.CreateICmpSLT(q, seq_q_);
+      Value* safe = B.CreateSelect(valid, q, e_.c32(0));
+      Value* dst = B.CreateAdd(stats, B.CreateShl(c, 2));
+      tile::cp_async_4(e_, dst, B.CreateGEP(e_.f32(), lse_row_, safe), valid);
+      tile::cp_async_4(e_, B.CreateAdd(dst, e_.c32(4 * P_.cols)), B.CreateGEP(e_.f32(), delta_row_, safe), valid);
+    });
+}
+
+// LSE·log2 e (+inf for a row with no visible key, so that P = 0 there) or D of the query of
+// element (mt, nt, i): the dK/dV kernel reads the stage's copy in shared memory (short live
+// ranges: each is loaded where it is used), the dQ kernel its rows' registers.
+Value* BackwardKernel::row_stat(bool delta, int mt, int nt, int i) {
+  auto& B = e_.b;
+  if (side_ != Side::keys)
+    return B.CreateLoad(e_.f32(), (delta ? delta_vars_ : lse_vars_)[size_t(2 * mt + (i >> 1))]);
+  Value* col = B.CreateAdd(B.CreateShl(t4_, 1), e_.c32(8 * nt + (i & 1)));
+  Value* addr = B.CreateAdd(stats_, B.CreateShl(col, 2));
+  if (delta) addr = B.CreateAdd(addr, e_.c32(4 * P_.cols));
+  Value* x = B.CreateAlignedLoad(e_.f32(), B.CreateIntToPtr(addr, llvm::PointerType::get(e_.ctx, 3)), llvm::Align(4));
+  if (delta) return x;
+  Value* inf = llvm::ConstantFP::getInfinity(e_.f32());
+  return B.CreateSelect(B.CreateFCmpOEQ(x, e_.neg_inf()), inf, B.CreateFMul(x, e_.cf(static_cast<float>(M_LOG2E))));
 }
 
 // Pointers of query head `head`, and the streamed tiles its rows see.
@@ -186,6 +220,8 @@ void BackwardKernel::start_head(Value* head) {
                              B.CreateSExt(seq_q_, e_.i64()));
   lse_row_ = B.CreateGEP(e_.f32(), arg(kParamLse), stats);
   delta_row_ = B.CreateGEP(e_.f32(), bwd(kBwdDelta), stats);
+  if (out_.dq_atomic)
+    accum_row_ = B.CreateGEP(e_.f32(), bwd(kBwdDqAccum), B.CreateMul(stats, e_.c64(spec_.head_dim_qk)));
   if (side_ == Side::keys) {
     str_qk_base_ = base(arg(kParamQ), 0, head);
     str_v_base_ = base(bwd(kBwdDo), 4, head);
@@ -206,37 +242,30 @@ void BackwardKernel::start_head(Value* head) {
   walk_ = std::make_unique<TileWalk>(e_, span.first, count, nullptr, P_.stages);
 }
 
-void BackwardKernel::load_row_stats(Value* first) {
+// The dQ kernel's rows: LSE·log2 e (+inf where no key is visible) and D, once.
+void BackwardKernel::load_row_stats() {
   auto& B = e_.b;
   Value* last_q = B.CreateSub(seq_q_, e_.c32(1));
-  auto load = [&](size_t idx, Value* q) {
-    q = clamp(q, last_q);  // rows past seq_q are masked (keys side) or never stored (queries side)
-    Value* lse = B.CreateAlignedLoad(e_.f32(), B.CreateGEP(e_.f32(), lse_row_, q), llvm::Align(4));
-    Value* empty = B.CreateFCmpOEQ(lse, e_.neg_inf());
-    Value* inf = llvm::ConstantFP::getInfinity(e_.f32());
-    B.CreateStore(B.CreateSelect(empty, inf, B.CreateFMul(lse, e_.cf(static_cast<float>(M_LOG2E)))), lse_vars_[idx]);
-    Value* d = B.CreateAlignedLoad(e_.f32(), B.CreateGEP(e_.f32(), delta_row_, q), llvm::Align(4));
-    B.CreateStore(d, delta_vars_[idx]);
-  };
-  if (side_ == Side::keys) {
-    for (int nt = 0; nt < NT; ++nt)
-      for (int c = 0; c < 2; ++c) load(size_t(2 * nt + c), col_of(first, nt, c));
-  } else {
-    for (int mt = 0; mt < P_.m_tiles; ++mt)
-      for (int r = 0; r < 2; ++r) load(size_t(2 * mt + r), row_of(mt, 2 * r));
-  }
+  for (int mt = 0; mt < P_.m_tiles; ++mt)
+    for (int r = 0; r < 2; ++r) {
+      const size_t idx = size_t(2 * mt + r);
+      Value* q = clamp(row_of(mt, 2 * r), last_q);  // rows past seq_q are never stored
+      Value* lse = B.CreateAlignedLoad(e_.f32(), B.CreateGEP(e_.f32(), lse_row_, q), llvm::Align(4));
+      Value* inf = llvm::ConstantFP::getInfinity(e_.f32());
+      B.CreateStore(B.CreateSelect(B.CreateFCmpOEQ(lse, e_.neg_inf()), inf,
+                                   B.CreateFMul(lse, e_.cf(static_cast<float>(M_LOG2E)))),
+                    lse_vars_[idx]);
+      B.CreateStore(B.CreateAlignedLoad(e_.f32(), B.CreateGEP(e_.f32(), delta_row_, q), llvm::Align(4)),
+                    delta_vars_[idx]);
+    }
 }
 
 // P = exp(score'(scale·S) − LSE), with the mask where the tile is not wholly visible; `grad` gets
 // d score'/d score at each element when the spec has a score modifier.
 RegTile BackwardKernel::probabilities(RegTile s, Value* first, RegTile* grad) {
   auto& B = e_.b;
-  const bool keys = side_ == Side::keys;
   Value* last_q = B.CreateSub(seq_q_, e_.c32(1));
   Value* last_kv = B.CreateSub(seq_kv_, e_.c32(1));
-  auto stat = [&](const std::vector<llvm::AllocaInst*>& v, int mt, int nt, int i) {
-    return B.CreateLoad(e_.f32(), v[keys ? size_t(2 * nt + (i & 1)) : size_t(2 * mt + (i >> 1))]);
-  };
   Value* scale = B.CreateFMul(scale_log2_, e_.cf(static_cast<float>(M_LN2)));
   for (int mt = 0; mt < P_.m_tiles; ++mt)
     for (int nt = 0; nt < NT; ++nt)
@@ -252,7 +281,7 @@ RegTile BackwardKernel::probabilities(RegTile s, Value* first, RegTile* grad) {
         } else {
           x = B.CreateFMul(x, scale_log2_);
         }
-        x = B.CreateFSub(x, stat(lse_vars_, mt, nt, i));
+        x = B.CreateFSub(x, row_stat(false, mt, nt, i));
       }
   p_vars_.store(e_, s);
   Value* full = tile_in_full_range(e_, bounds_, first, P_.cols);
@@ -286,7 +315,8 @@ void BackwardKernel::tile_step(Value* j) {
   const SmemTile str_qk = stage_tile(P_.str_qk, P_.str_qk_stage, stage);
   const SmemTile str_v = stage_tile(P_.str_v, P_.str_v_stage, stage);
   Value* first = B.CreateMul(walk_->tile(e_, j, nullptr), e_.c32(P_.cols));
-  if (side_ == Side::keys) load_row_stats(first);  // the queries of this tile
+  if (side_ == Side::keys)
+    stats_ = B.CreateAdd(B.CreateAdd(smem_, e_.c32(P_.stats)), B.CreateMul(stage, e_.c32(P_.stats_stage)));
   RegTile grad;
   if (plan_.spec->score) grad = tile::zero_tile(e_, P_.m_tiles, NT);
   RegTile p = probabilities(tc_a_->mma_abt(e_, str_qk), first, &grad);  // S = QKᵀ (or K Qᵀ): P
@@ -301,7 +331,7 @@ void BackwardKernel::tile_step(Value* j) {
   for (int mt = 0; mt < P_.m_tiles; ++mt)
     for (int nt = 0; nt < NT; ++nt)
       for (int i = 0; i < 4; ++i) {
-        Value* d = B.CreateLoad(e_.f32(), delta_vars_[keys ? size_t(2 * nt + (i & 1)) : size_t(2 * mt + (i >> 1))]);
+        Value* d = row_stat(true, mt, nt, i);
         Value* ds = B.CreateFMul(p[mt][nt][i], B.CreateFSub(dp[mt][nt][i], d));
         if (plan_.spec->score) ds = B.CreateFMul(ds, grad[mt][nt][i]);
         dp[mt][nt][i] = ds;
@@ -310,6 +340,17 @@ void BackwardKernel::tile_step(Value* j) {
     RegTile acc = acc_b_.load(e_);
     tc_b_->mma_pv(e_, acc, dp, str_qk);
     acc_b_.store(e_, acc);
+    if (out_.dq_atomic) {  // dQ_i += dS K_j, through shared memory and fp32 atomics
+      DqAtomic d;
+      d.ds = SmemTile{B.CreateAdd(smem_, e_.c32(P_.ds)), P_.rows};
+      d.k = SmemTile{B.CreateAdd(smem_, e_.c32(P_.res_qk)), P_.rows};
+      d.warps = P_.warps, d.rows = P_.rows, d.cols = P_.cols, d.d_qk = spec_.head_dim_qk, d.dtype = spec_.dtype;
+      d.warp = warp_, d.lane = lane_, d.warp_row0 = B.CreateAdd(tc_a_->warp_row0(), e_.c32(0));
+      d.accum = accum_row_, d.q0 = first, d.seq_q = seq_q_;
+      store_ds(e_, d, dp);
+      tile::sync_threads(e_);
+      dq_partial(e_, d);
+    }
   } else {  // dQ += dS K
     RegTile acc = acc_a_.load(e_);
     tc_a_->mma_pv(e_, acc, dp, str_qk);
@@ -394,8 +435,7 @@ void BackwardKernel::run() {
   vars(acc_a_, (out_a + 7) / 8, "acc_a", true);
   if (keys && out_.dk) vars(acc_b_, (d_qk + 7) / 8, "acc_b", true);
   vars(p_vars_, NT, "p", false);
-  const size_t n_stats = keys ? size_t(2 * NT) : size_t(2 * MT);
-  for (size_t i = 0; i < n_stats; ++i) {
+  for (int i = 0; !keys && i < 2 * MT; ++i) {
     lse_vars_.push_back(e_.var(e_.f32(), "lse"));
     delta_vars_.push_back(e_.var(e_.f32(), "delta"));
   }
@@ -409,7 +449,7 @@ void BackwardKernel::run() {
     });
   } else {
     start_head(head_);
-    load_row_stats(nullptr);
+    load_row_stats();
     walk_tiles();
   }
 
@@ -426,18 +466,17 @@ void BackwardKernel::run() {
 }  // namespace
 
 BackwardEntries backward_entries(const BackwardPlan& plan, const std::string& entry) {
-  return {entry, plan.split_kv ? entry + "_dv" : "", entry + "_dq", entry + "_prep"};
+  return {entry, entry + "_det", plan.split_kv ? entry + "_dv" : "", entry + "_dq", entry + "_dqconv", entry + "_prep"};
 }
 
 void emit_attention_backward(llvm::Module& module, const BackwardPlan& plan, const std::string& entry) {
   const BackwardEntries names = backward_entries(plan, entry);
-  if (plan.split_kv) {
-    BackwardKernel(module, plan, Side::keys, {.dk = true}, names.dkdv).run();
-    BackwardKernel(module, plan, Side::keys, {.dv = true}, names.dv).run();
-  } else {
-    BackwardKernel(module, plan, Side::keys, {.dk = true, .dv = true}, names.dkdv).run();
-  }
+  const bool dv = !plan.split_kv;  // with dK, or in a launch of its own
+  BackwardKernel(module, plan, Side::keys, {.dk = true, .dv = dv, .dq_atomic = true}, names.dkdv).run();
+  BackwardKernel(module, plan, Side::keys, {.dk = true, .dv = dv}, names.dkdv_det).run();
+  if (plan.split_kv) BackwardKernel(module, plan, Side::keys, {.dv = true}, names.dv).run();
   BackwardKernel(module, plan, Side::queries, {.dq = true}, names.dq).run();
+  emit_backward_dq_convert(module, plan, names.dq_convert);
   emit_backward_prep(module, plan, names.prep);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <vector>
 
 #include "templates/common/arch_limits.hpp"
 #include "templates/fwd/plan.hpp"
@@ -25,7 +26,8 @@ bool wgmma_for(const Target& t, int rows, int warps) {
 
 // Shared memory and occupancy of one pass; `acc_cols` fp32 accumulator columns per row (the
 // outputs) plus S and dP (cols each).
-void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, const char* what, const TileConfig& c) {
+void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_ds, const char* what,
+            const TileConfig& c) {
   p.threads = 32 * p.warps;
   p.m_tiles = p.rows / (16 * p.warps);
   p.res_qk = 0;
@@ -34,7 +36,12 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, const char*
   p.str_v_stage = p.cols * plan.d_v_pad * 2;
   p.str_qk = p.res_v + p.rows * plan.d_v_pad * 2;
   p.str_v = p.str_qk + p.stages * p.str_qk_stage;
-  const int total = p.str_v + p.stages * p.str_v_stage;
+  p.ds = p.str_v + p.stages * p.str_v_stage;
+  // The dSᵀ tile of the dK/dV kernel's dQ product, its columns padded to a 64-wide panel, and the
+  // streamed queries' LSE and D (fp32) per stage.
+  p.stats = p.ds + (with_ds ? p.rows * ((p.cols + 63) / 64 * 64) * 2 : 0);
+  p.stats_stage = with_ds ? 8 * p.cols : 0;
+  const int total = p.stats + p.stages * p.stats_stage;
   // wgmma's 128-byte swizzle needs 1024-byte aligned tiles (templates/fwd/plan.hpp).
   p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
   p.shared_bytes = total + (p.wgmma ? kWgmmaAlignSlack : 0);
@@ -61,12 +68,18 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
   // dK and dV take two launches (plan_backward). Each thread holds (d_qk + d_v) / 2 accumulators
   // plus S, dP (and the score's derivative) over block_m / 2 columns: query tiles of 32 above
   // d = 64 keep that spill-free under ptxas 13 (tests/test_codegen_backward.cpp).
-  // At d = 256 the wgmma dK kernel with a score modifier spills on 8 warps and not on 4.
   TileConfig c = d <= 64 ? TileConfig{64, 128, 8, 2} : TileConfig{32, 128, 8, 2};
-  if (d > 192 && wgmma_for(target, 64, 4)) c = {32, 64, 4, 2};
+  // At d = 256 the wgmma dK kernel with a score modifier spills on 8 warps and not on 4.
+  std::vector<TileConfig> order = {c, {c.block_m, c.block_n, c.num_warps, 1}, {32, 64, 4, 2}, {32, 64, 4, 1}};
+  if (d > 192 && wgmma_for(target, 64, 4)) order.insert(order.begin(), TileConfig{32, 64, 4, 2});
+  // The first that fits shared memory: K, V, the stages of Q and dO, and the dSᵀ tile.
   const int pad = (spec.spec.head_dim_qk + 63) / 64 * 64 + (spec.spec.head_dim_v + 63) / 64 * 64;
-  if ((c.block_n + c.num_stages * c.block_m) * pad * 2 + kWgmmaAlignSlack > max_shared_bytes(target.arch))
-    c.num_stages = 1;
+  for (const TileConfig& t : order) {
+    c = t;
+    const int ds_bytes = t.block_n * ((t.block_m + 63) / 64 * 64) * 2 + t.num_stages * 8 * t.block_m;
+    if ((t.block_n + t.num_stages * t.block_m) * pad * 2 + ds_bytes + kWgmmaAlignSlack <= max_shared_bytes(target.arch))
+      break;
+  }
   if (reason)
     *reason = "backward heuristic for d=" + std::to_string(d) +
               (wgmma_for(target, c.block_n, c.num_warps) ? ", wgmma" : ", mma.sync") + ": " + c.str();
@@ -108,7 +121,7 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   p.kv.warps = c.num_warps;
   p.kv.stages = c.num_stages;
   p.kv.wgmma = wgmma_for(target, p.kv.rows, p.kv.warps);
-  layout(p.kv, p, p.split_kv ? std::max(s.head_dim_qk, s.head_dim_v) : s.head_dim_qk + s.head_dim_v,
+  layout(p.kv, p, p.split_kv ? std::max(s.head_dim_qk, s.head_dim_v) : s.head_dim_qk + s.head_dim_v, true,
          "the dK/dV kernel (K and V resident, Q and dO streamed)", c);
 
   const int d = std::max(s.head_dim_qk, s.head_dim_v);
@@ -119,7 +132,7 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   // Two stages of K/V where they fit, else one (the dQ kernel's tiles are not part of the config).
   for (p.q.stages = 2; p.q.stages >= 1; --p.q.stages) {
     try {
-      layout(p.q, p, s.head_dim_qk, "the dQ kernel (Q and dO resident, K and V streamed)", c);
+      layout(p.q, p, s.head_dim_qk, false, "the dQ kernel (Q and dO resident, K and V streamed)", c);
       break;
     } catch (const Error&) {
       if (p.q.stages == 1) throw;

@@ -1,10 +1,14 @@
-// The backward's pre-pass: D_i = rowsum(dO_i ∘ O_i) in fp32 (FlashAttention-2, Dao 2023,
-// Algorithm 2, line 4: the term dS = P ∘ (dP − D) subtracts). One warp per row, each lane a pair
-// of columns at a time, a butterfly sum at the end.
+// The backward's row-wise kernels, one warp per query row, each lane a pair of columns at a time:
+// the pre-pass D_i = rowsum(dO_i ∘ O_i) in fp32 (FlashAttention-2, Dao 2023, Algorithm 2, line 4:
+// dS = P ∘ (dP − D) subtracts it), and the conversion of the fp32 dQ workspace into dq.
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
 
+#include <cmath>
+#include <functional>
+
 #include "compiler/tile/gpu.hpp"
+#include "compiler/tile/mma.hpp"
 #include "templates/bwd/backward.hpp"
 #include "templates/common/backward_abi.hpp"
 #include "templates/common/forward_abi.hpp"
@@ -12,34 +16,85 @@
 
 namespace flashjit {
 
+namespace {
+
+using llvm::Value;
+
+// What a row kernel's body sees: the (batch, head) slice, and for one row its index and
+// lane-pair column.
+class RowKernel {
+ public:
+  RowKernel(llvm::Module& module, const BackwardPlan& plan, const std::string& name)
+      : plan_(plan),
+        fn_(declare_kernel(module, *plan.spec, {kPrepThreads, 1}, KernelTail::backward, name)),
+        e_(module, fn_) {
+    auto& B = e_.b;
+    B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
+    Value* tid = tile::thread_id(e_);
+    warp_ = B.CreateLShr(tid, 5);
+    lane_ = B.CreateAnd(tid, e_.c32(31));
+    head_ = tile::block_id(e_, 1);
+    batch_ = tile::block_id(e_, 2);
+    Value* heads_q =
+        B.CreateCall(llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
+    seq_q_ = fn_->getArg(kParamSeqQ);
+    // Row 0 of this (batch, head) in the [batch, heads_q, seq_q] statistics.
+    stats_ = B.CreateMul(B.CreateAdd(B.CreateMul(B.CreateZExt(batch_, e_.i64()), B.CreateZExt(heads_q, e_.i64())),
+                                     B.CreateZExt(head_, e_.i64())),
+                         B.CreateSExt(seq_q_, e_.i64()));
+  }
+
+  tile::Emitter& e() { return e_; }
+  Value* bwd(int i) const { return backward_arg(fn_, *plan_.spec, i); }
+  Value* arg(int i) const { return fn_->getArg(unsigned(i)); }
+  Value* stats() const { return stats_; }
+  Value* lane() const { return lane_; }
+
+  // Element 0 of row `row` of a [batch, seq, head, d] tensor (16-bit elements) from its strides.
+  Value* row_ptr(Value* base, Value* const strides[3], Value* row) {
+    auto& B = e_.b;
+    Value* off = B.CreateAdd(B.CreateMul(B.CreateZExt(batch_, e_.i64()), strides[0]),
+                             B.CreateMul(B.CreateZExt(head_, e_.i64()), strides[2]));
+    off = B.CreateAdd(off, B.CreateMul(B.CreateSExt(row, e_.i64()), strides[1]));
+    return B.CreateGEP(B.getInt16Ty(), base, off);
+  }
+
+  // body(row, col) for every row below seq_q of this CTA's kPrepRows and every column pair
+  // (col, col + 1) below d of it: a warp per row, a lane per pair.
+  void for_each_pair(int d, const std::function<void(Value*, Value*)>& body, const std::function<void(Value*)>& row_end) {
+    auto& B = e_.b;
+    const int rows_per_warp = kPrepRows / (kPrepThreads / 32);
+    for (int r = 0; r < rows_per_warp; ++r) {
+      Value* row = B.CreateAdd(B.CreateMul(tile::block_id(e_, 0), e_.c32(kPrepRows)),
+                               B.CreateAdd(B.CreateMul(warp_, e_.c32(rows_per_warp)), e_.c32(r)));
+      e_.when(B.CreateICmpSLT(row, seq_q_), "row", [&] {  // warp-uniform
+        for (int c = 0; c < d; c += 64) {
+          Value* col = B.CreateAdd(e_.c32(c), B.CreateShl(lane_, 1));
+          e_.when(B.CreateICmpSLT(col, e_.c32(d)), "cols", [&] { body(row, col); });
+        }
+        row_end(row);
+      });
+    }
+  }
+
+  void finish() { e_.b.CreateRetVoid(); }
+
+ private:
+  const BackwardPlan& plan_;
+  llvm::Function* fn_;
+  tile::Emitter e_;
+  Value *warp_, *lane_, *head_, *batch_, *seq_q_, *stats_;
+};
+
+}  // namespace
+
 void emit_backward_prep(llvm::Module& module, const BackwardPlan& plan, const std::string& name) {
-  using llvm::Value;
-  llvm::Function* fn = declare_kernel(module, *plan.spec, {kPrepThreads, 1}, KernelTail::backward, name);
-  tile::Emitter e(module, fn);
+  RowKernel k(module, plan, name);
+  tile::Emitter& e = k.e();
   auto& B = e.b;
-  B.SetInsertPoint(llvm::BasicBlock::Create(e.ctx, "entry", fn));
   const AttentionSpec& spec = plan.attention();
-  const int d_v = spec.head_dim_v;
-  const int warps = kPrepThreads / 32, rows_per_warp = kPrepRows / warps;
-  Value* tid = tile::thread_id(e);
-  Value* warp = B.CreateLShr(tid, 5);
-  Value* lane = B.CreateAnd(tid, e.c32(31));
-  Value* head = tile::block_id(e, 1);
-  Value* batch = tile::block_id(e, 2);
-  Value* heads_q =
-      B.CreateCall(llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
-  Value* seq_q = fn->getArg(kParamSeqQ);
-  auto slice = [&](Value* ptr, int stride0) {
-    Value* off = B.CreateAdd(B.CreateMul(B.CreateZExt(batch, e.i64()), fn->getArg(unsigned(stride0))),
-                             B.CreateMul(B.CreateZExt(head, e.i64()), fn->getArg(unsigned(stride0 + 2))));
-    return B.CreateGEP(B.getInt16Ty(), ptr, off);
-  };
-  const unsigned bwd0 = unsigned(kParamCount + plan.spec->dsl.params.size() + plan.spec->dsl.tensors.size());
-  Value* o = slice(fn->getArg(kParamO), kParamStrides + 9);
-  Value* d_o = slice(fn->getArg(bwd0 + kBwdDo), int(bwd0) + kBwdStrides);
-  Value* o_row_stride = fn->getArg(kParamStrides + 10);
-  Value* do_row_stride = fn->getArg(bwd0 + kBwdStrides + 1);
-  Value* delta = fn->getArg(bwd0 + kBwdDelta);
+  Value* o_strides[3] = {k.arg(kParamStrides + 9), k.arg(kParamStrides + 10), k.arg(kParamStrides + 11)};
+  Value* do_strides[3] = {k.bwd(kBwdStrides), k.bwd(kBwdStrides + 1), k.bwd(kBwdStrides + 2)};
   // Two 16-bit elements → two f32 (bf16: the high half of an f32; f16: a conversion).
   auto widen = [&](Value* pair, int half) -> Value* {
     if (spec.dtype == DType::bf16) {
@@ -49,36 +104,50 @@ void emit_backward_prep(llvm::Module& module, const BackwardPlan& plan, const st
     Value* h16 = B.CreateTrunc(half ? B.CreateLShr(pair, 16) : pair, B.getInt16Ty());
     return B.CreateFPExt(B.CreateBitCast(h16, B.getHalfTy()), e.f32());
   };
-  for (int r = 0; r < rows_per_warp; ++r) {
-    Value* row = B.CreateAdd(B.CreateMul(tile::block_id(e, 0), e.c32(kPrepRows)),
-                             B.CreateAdd(B.CreateMul(warp, e.c32(rows_per_warp)), e.c32(r)));
-    e.when(B.CreateICmpSLT(row, seq_q), "row", [&] {
-      Value* row64 = B.CreateSExt(row, e.i64());
-      Value* o_row = B.CreateGEP(B.getInt16Ty(), o, B.CreateMul(row64, o_row_stride));
-      Value* do_row = B.CreateGEP(B.getInt16Ty(), d_o, B.CreateMul(row64, do_row_stride));
-      Value* sum = e.cf(0.f);
-      for (int c = 0; c < d_v; c += 64) {
-        Value* col = B.CreateAdd(e.c32(c), B.CreateShl(lane, 1));
-        llvm::AllocaInst* part = e.var(e.f32(), "part", e.cf(0.f));
-        B.CreateStore(e.cf(0.f), part);
-        e.when(B.CreateICmpSLT(col, e.c32(d_v)), "cols", [&] {
-          Value* a = B.CreateAlignedLoad(e.i32(), B.CreateGEP(B.getInt16Ty(), o_row, col), llvm::Align(4));
-          Value* b = B.CreateAlignedLoad(e.i32(), B.CreateGEP(B.getInt16Ty(), do_row, col), llvm::Align(4));
-          Value* lo = B.CreateFMul(widen(a, 0), widen(b, 0));
-          B.CreateStore(B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {widen(a, 1), widen(b, 1), lo}), part);
+  llvm::AllocaInst* sum = e.var(e.f32(), "sum", e.cf(0.f));
+  B.CreateStore(e.cf(0.f), sum);
+  k.for_each_pair(
+      spec.head_dim_v,
+      [&](Value* row, Value* col) {
+        Value* a = B.CreateAlignedLoad(e.i32(), B.CreateGEP(B.getInt16Ty(), k.row_ptr(k.arg(kParamO), o_strides, row), col),
+                                       llvm::Align(4));
+        Value* b = B.CreateAlignedLoad(e.i32(), B.CreateGEP(B.getInt16Ty(), k.row_ptr(k.bwd(kBwdDo), do_strides, row), col),
+                                       llvm::Align(4));
+        Value* lo = B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {widen(a, 0), widen(b, 0), B.CreateLoad(e.f32(), sum)});
+        B.CreateStore(B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {widen(a, 1), widen(b, 1), lo}), sum);
+      },
+      [&](Value* row) {
+        Value* total = B.CreateLoad(e.f32(), sum);
+        for (int m = 16; m >= 1; m /= 2) total = B.CreateFAdd(total, tile::shfl_xor(e, total, m));
+        B.CreateStore(e.cf(0.f), sum);
+        e.when(B.CreateICmpEQ(k.lane(), e.c32(0)), "store", [&] {
+          B.CreateStore(total, B.CreateGEP(e.f32(), k.bwd(kBwdDelta), B.CreateAdd(k.stats(), B.CreateSExt(row, e.i64()))));
         });
-        sum = B.CreateFAdd(sum, B.CreateLoad(e.f32(), part));
-      }
-      for (int m = 16; m >= 1; m /= 2) sum = B.CreateFAdd(sum, tile::shfl_xor(e, sum, m));
-      e.when(B.CreateICmpEQ(lane, e.c32(0)), "store", [&] {
-        Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(batch, e.i64()), B.CreateZExt(heads_q, e.i64())),
-                                 B.CreateZExt(head, e.i64()));
-        idx = B.CreateAdd(B.CreateMul(idx, B.CreateSExt(seq_q, e.i64())), row64);
-        B.CreateStore(sum, B.CreateGEP(e.f32(), delta, idx));
       });
-    });
-  }
-  B.CreateRetVoid();
+  k.finish();
+}
+
+void emit_backward_dq_convert(llvm::Module& module, const BackwardPlan& plan, const std::string& name) {
+  RowKernel k(module, plan, name);
+  tile::Emitter& e = k.e();
+  auto& B = e.b;
+  const AttentionSpec& spec = plan.attention();
+  const int d = spec.head_dim_qk;
+  Value* dq_strides[3] = {k.bwd(kBwdStrides + 3), k.bwd(kBwdStrides + 4), k.bwd(kBwdStrides + 5)};
+  Value* scale = B.CreateFMul(k.arg(kParamScaleLog2), e.cf(static_cast<float>(M_LN2)));
+  k.for_each_pair(
+      d,
+      [&](Value* row, Value* col) {
+        Value* idx = B.CreateAdd(B.CreateMul(B.CreateAdd(k.stats(), B.CreateSExt(row, e.i64())), e.c64(d)),
+                                 B.CreateZExt(col, e.i64()));
+        Value* src = B.CreateGEP(e.f32(), k.bwd(kBwdDqAccum), idx);
+        Value* x = B.CreateFMul(B.CreateAlignedLoad(e.f32(), src, llvm::Align(8)), scale);
+        Value* y = B.CreateFMul(B.CreateAlignedLoad(e.f32(), B.CreateGEP(e.f32(), src, e.c32(1)), llvm::Align(4)), scale);
+        B.CreateAlignedStore(tile::pack_pair_rn(e, x, y, spec.dtype),
+                             B.CreateGEP(B.getInt16Ty(), k.row_ptr(k.bwd(kBwdDq), dq_strides, row), col), llvm::Align(4));
+      },
+      [](Value*) {});
+  k.finish();
 }
 
 }  // namespace flashjit
