@@ -1,8 +1,6 @@
-// Kernel::backward on the caller's stream with stream-ordered workspace (capturable in a CUDA
-// graph): the D pre-pass, then the dK/dV kernel (or its dK and dV halves) adding dQ's partial sums
-// into a zeroed fp32 workspace with atomics, then its conversion into dq; or, `deterministic`, the
-// dK/dV kernel without dQ and the separate dQ kernel (a fixed summation order, bitwise repeatable).
-// templates/bwd/backward.hpp names the kernels.
+// Kernel::backward: the D pre-pass, then the dK/dV kernel (or its dK and dV halves) and the dQ
+// kernel, on the caller's stream with stream-ordered workspace (capturable in a CUDA graph). No
+// kernel uses atomics, so every call is deterministic (BackwardArgs::deterministic).
 #include "runtime/backward.hpp"
 
 #include <algorithm>
@@ -51,9 +49,7 @@ const BackwardModule& backward_module(const detail::Access::KernelImpl& k) {
     throw Error(ErrorKind::spec, "the backward's dQ kernel needs " + std::to_string(m->plan.q.shared_bytes) +
                                      " bytes of shared memory; " + k.ctx->info.name + " allows " +
                                      std::to_string(k.ctx->info.shared_per_block_optin) + " per block");
-  m->dkdv_det = get(names.dkdv_det, m->plan.kv.shared_bytes);
   m->dq = get(names.dq, m->plan.q.shared_bytes);
-  m->dq_convert = get(names.dq_convert, 0);
   m->prep = get(names.prep, 0);
   if (!names.dv.empty()) m->dv = get(names.dv, m->plan.kv.shared_bytes);
   cu::check(d.cuFuncGetAttribute(&m->dq_registers, cu::CU_FUNC_ATTRIBUTE_NUM_REGS, m->dq), "cuFuncGetAttribute");
@@ -83,15 +79,9 @@ void Kernel::backward(const BackwardArgs& args) const {
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
   const size_t rows = size_t(args.batch * args.heads_q * args.seq_q);
-  cu::CUdeviceptr delta = 0, accum = 0;
+  cu::CUdeviceptr delta = 0;
   cu::check(d.cuMemAllocAsync(&delta, std::max<size_t>(rows * 4, 4), stream), "cuMemAllocAsync(backward workspace)");
-  const size_t accum_words = rows * size_t(k.spec->spec.head_dim_qk);
-  if (!args.deterministic) {
-    cu::check(d.cuMemAllocAsync(&accum, std::max<size_t>(accum_words * 4, 4), stream),
-              "cuMemAllocAsync(backward dQ workspace)");
-    cu::check(d.cuMemsetD32Async(accum, 0, accum_words, stream), "cuMemsetD32Async(backward dQ workspace)");
-  }
-  launch.set_workspace(reinterpret_cast<float*>(delta), reinterpret_cast<float*>(accum));
+  launch.set_workspace(reinterpret_cast<float*>(delta));
   auto tiles = [](int64_t n, int rows) { return static_cast<unsigned>((n + rows - 1) / rows); };
   auto run = [&](cu::CUfunction f, unsigned grid_x, int64_t heads, int threads, int smem, const char* what) {
     if (grid_x == 0) return;
@@ -104,16 +94,12 @@ void Kernel::backward(const BackwardArgs& args) const {
     log::info("backward launch " + m.compiled.key + " " + m.compiled.config.str() + (plan.split_kv ? " (dK, dV split)" : ""));
   run(m.prep, tiles(args.seq_q, kPrepRows), args.heads_q, kPrepThreads, 0, "cuLaunchKernel(backward D pre-pass)");
   const unsigned key_tiles = tiles(args.seq_kv, plan.kv.rows);
-  run(args.deterministic ? m.dkdv_det : m.loaded.function, key_tiles, args.heads_kv, plan.kv.threads,
-      plan.kv.shared_bytes, "cuLaunchKernel(backward dK/dV)");
+  run(m.loaded.function, key_tiles, args.heads_kv, plan.kv.threads, plan.kv.shared_bytes,
+      "cuLaunchKernel(backward dK/dV)");
   if (m.dv) run(m.dv, key_tiles, args.heads_kv, plan.kv.threads, plan.kv.shared_bytes, "cuLaunchKernel(backward dV)");
-  if (args.deterministic)
-    run(m.dq, tiles(args.seq_q, plan.q.rows), args.heads_q, plan.q.threads, plan.q.shared_bytes,
-        "cuLaunchKernel(backward dQ)");
-  else
-    run(m.dq_convert, tiles(args.seq_q, kPrepRows), args.heads_q, kPrepThreads, 0, "cuLaunchKernel(backward dQ convert)");
+  run(m.dq, tiles(args.seq_q, plan.q.rows), args.heads_q, plan.q.threads, plan.q.shared_bytes,
+      "cuLaunchKernel(backward dQ)");
   cu::check(d.cuMemFreeAsync(delta, stream), "cuMemFreeAsync(backward workspace)");
-  if (accum) cu::check(d.cuMemFreeAsync(accum, stream), "cuMemFreeAsync(backward dQ workspace)");
 }
 
 double Runtime::time_backward(const Kernel& kernel, const BackwardArgs& args, int warmup, int reps) const {

@@ -13,10 +13,9 @@ namespace flashjit::rt {
 struct BackwardModule {
   std::shared_ptr<Context> ctx;
   CompiledKernel compiled;
-  LoadedModule loaded;           // function: the dK/dV kernel with dQ by atomics (templates/bwd/backward.hpp)
-  cu::CUfunction dkdv_det = nullptr;  // without dQ, for the deterministic sequence
+  LoadedModule loaded;           // function: the dK/dV kernel (dK only when split)
   cu::CUfunction dv = nullptr;   // dV only, when the plan splits dK and dV
-  cu::CUfunction dq = nullptr, dq_convert = nullptr, prep = nullptr;
+  cu::CUfunction dq = nullptr, prep = nullptr;
   BackwardPlan plan;             // the launch geometry of each kernel
   int registers = 0, spill_bytes = 0;           // of the dK/dV kernel
   int dq_registers = 0, dq_spill_bytes = 0;

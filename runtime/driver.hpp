@@ -43,7 +43,6 @@ namespace flashjit::cu {
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void*, size_t))                             \
   X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void*, CUdeviceptr, size_t))                                   \
   X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                               \
-  X(cuMemsetD32Async, "cuMemsetD32Async", (CUdeviceptr, unsigned, size_t, CUstream))                 \
   X(cuMemAllocAsync, "cuMemAllocAsync", (CUdeviceptr*, size_t, CUstream))                            \
   X(cuMemFreeAsync, "cuMemFreeAsync", (CUdeviceptr, CUstream))                                       \
   X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                          \

@@ -27,11 +27,8 @@ void pack_forward(const AnalyzedSpec& spec, const ForwardArgs& a, ForwardLaunch&
 struct BackwardLaunch {
   ForwardLaunch forward;  // its slots end with the backward's (templates/common/backward_abi.hpp)
   BackwardParams fixed{};
-  // The workspace slots: set before launching (the slots point into `fixed`).
-  void set_workspace(float* delta, float* dq_accum) {
-    fixed.delta = delta;
-    fixed.dq_accum = dq_accum;
-  }
+  // The workspace slot: set before launching (the slots point into `fixed`).
+  void set_workspace(float* delta) { fixed.delta = delta; }
 };
 
 // Checks a backward call as pack_forward checks a forward (messages say "backward: "), plus d_o,

@@ -24,7 +24,6 @@ struct RunArgs {
   std::string configs;  // "" → the heuristic table's
   bool no_verify = false;
   bool backward = false;
-  bool deterministic = false;
 };
 
 // Forward FLOPs, FlashAttention's convention (docs/perf-notes.md): 2·s_q·s_kv·(d_qk + d_v) per
@@ -174,7 +173,6 @@ bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p
   b.dv = bshd(dv.data(), p.seq_kv, p.heads_kv, p.d_v());
   b.lse = d.args.lse;
   b.buffers = d.args.buffers;
-  b.deterministic = a.deterministic;
   for (DeviceBuffer* g : {&dq, &dk, &dv}) g->fill_bytes(0xFF);
   kernel.forward(d.args);
   kernel.backward(b);
@@ -194,8 +192,7 @@ bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p
   const CompiledKernel& ck = kernel.backward_compiled();
   std::cout << "backward " << ck.key << " " << ck.description << " (" << ck.config_reason << ")\n"
             << "verify   " << verdict << "\n"
-            << std::fixed << std::setprecision(3) << "time     " << ms << " ms backward"
-            << (a.deterministic ? ", deterministic" : "") << " (median)\n"
+            << std::fixed << std::setprecision(3) << "time     " << ms << " ms backward (median)\n"
             << std::setprecision(1) << "perf     " << 2.5 * forward_flops(p) / (ms * 1e-3) / 1e12
             << " TFLOP/s backward\n"
             << std::defaultfloat;
@@ -284,8 +281,6 @@ Command add_run(CLI::App& app) {
   sub->add_flag("--backward", a->backward,
                 "also run the backward (dQ, dK, dV for a random dO), verify it against the fp64 reference "
                 "backward and time it");
-  sub->add_flag("--deterministic", a->deterministic,
-                "with --backward: the deterministic sequence (bitwise-repeatable dQ, a separate dQ kernel)");
   return {sub, [a] { return run(*a); }};
 }
 

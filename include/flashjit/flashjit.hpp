@@ -233,12 +233,12 @@ struct BackwardArgs : ProblemShape {
   float scale = 0.f;        // 0 → 1/sqrt(d_qk); must be the forward's
   std::vector<ParamValue> params;
   std::vector<BufferArg> buffers;  // one per spec tensor, all required
-  // Bitwise-identical dQ, dK, dV from run to run. Without it, dQ's partial sums over key tiles
-  // are added with fp32 atomics (in a varying order; last bits differ between runs); with it, a
-  // separate dQ kernel sums them in a fixed order and recomputes S and dP to do so (slower;
-  // docs/perf-notes.md §10 measures by how much). dK and dV are deterministic either way.
+  // Bitwise-identical dQ, dK, dV from run to run. flashjit's backward gives that always: each
+  // gradient element is summed by one thread in a fixed order (no atomics; dQ has a kernel of its
+  // own, which measured faster than FlashAttention-2's atomic dQ, docs/perf-notes.md §10). The
+  // flag states the requirement and costs nothing.
   bool deterministic = false;
-  void* stream = nullptr;   // CUstream; workspace (fp32 D and dQ sums) is allocated and freed on it
+  void* stream = nullptr;   // CUstream; workspace (fp32 D) is allocated and freed on it
 };
 
 // Contiguous BSHD strides for [batch, seq, heads, dim].

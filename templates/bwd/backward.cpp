@@ -24,7 +24,6 @@
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/mma.hpp"
 #include "compiler/tile/tensor_core.hpp"
-#include "templates/bwd/dq_atomic.hpp"
 #include "templates/common/backward_abi.hpp"
 #include "templates/common/forward_abi.hpp"
 #include "templates/common/kernel_args.hpp"
@@ -45,7 +44,6 @@ enum class Side { keys, queries };
 // What one launch of the dK/dV kernel accumulates (both, or one of them when the plan splits).
 struct Outputs {
   bool dk = false, dv = false, dq = false;
-  bool dq_atomic = false;  // the dK/dV kernel also adds dQ's partial sums into the workspace
 };
 
 Value* slice_offset(tile::Emitter& e, Value* const strides[3], Value* b, Value* h) {
@@ -97,7 +95,6 @@ class BackwardKernel {
   Value *smem_, *row0_, *row_last_;
   // Streamed tiles (Q and dO, or K and V) of the current head.
   Value *str_qk_base_ = nullptr, *str_v_base_ = nullptr, *lse_row_ = nullptr, *delta_row_ = nullptr;
-  Value* accum_row_ = nullptr;  // the dQ workspace's row 0 of this (batch, head)
   ExprInputs ex_;
   KvBounds bounds_{};
   std::unique_ptr<TileWalk> walk_;
@@ -220,8 +217,6 @@ void BackwardKernel::start_head(Value* head) {
                              B.CreateSExt(seq_q_, e_.i64()));
   lse_row_ = B.CreateGEP(e_.f32(), arg(kParamLse), stats);
   delta_row_ = B.CreateGEP(e_.f32(), bwd(kBwdDelta), stats);
-  if (out_.dq_atomic)
-    accum_row_ = B.CreateGEP(e_.f32(), bwd(kBwdDqAccum), B.CreateMul(stats, e_.c64(spec_.head_dim_qk)));
   if (side_ == Side::keys) {
     str_qk_base_ = base(arg(kParamQ), 0, head);
     str_v_base_ = base(bwd(kBwdDo), 4, head);
@@ -340,17 +335,6 @@ void BackwardKernel::tile_step(Value* j) {
     RegTile acc = acc_b_.load(e_);
     tc_b_->mma_pv(e_, acc, dp, str_qk);
     acc_b_.store(e_, acc);
-    if (out_.dq_atomic) {  // dQ_i += dS K_j, through shared memory and fp32 atomics
-      DqAtomic d;
-      d.ds = SmemTile{B.CreateAdd(smem_, e_.c32(P_.ds)), P_.rows};
-      d.k = SmemTile{B.CreateAdd(smem_, e_.c32(P_.res_qk)), P_.rows};
-      d.warps = P_.warps, d.rows = P_.rows, d.cols = P_.cols, d.d_qk = spec_.head_dim_qk, d.dtype = spec_.dtype;
-      d.warp = warp_, d.lane = lane_, d.warp_row0 = B.CreateAdd(tc_a_->warp_row0(), e_.c32(0));
-      d.accum = accum_row_, d.q0 = first, d.seq_q = seq_q_;
-      store_ds(e_, d, dp);
-      tile::sync_threads(e_);
-      dq_partial(e_, d);
-    }
   } else {  // dQ += dS K
     RegTile acc = acc_a_.load(e_);
     tc_a_->mma_pv(e_, acc, dp, str_qk);
@@ -466,17 +450,15 @@ void BackwardKernel::run() {
 }  // namespace
 
 BackwardEntries backward_entries(const BackwardPlan& plan, const std::string& entry) {
-  return {entry, entry + "_det", plan.split_kv ? entry + "_dv" : "", entry + "_dq", entry + "_dqconv", entry + "_prep"};
+  return {entry, plan.split_kv ? entry + "_dv" : "", entry + "_dq", entry + "_prep"};
 }
 
 void emit_attention_backward(llvm::Module& module, const BackwardPlan& plan, const std::string& entry) {
   const BackwardEntries names = backward_entries(plan, entry);
   const bool dv = !plan.split_kv;  // with dK, or in a launch of its own
-  BackwardKernel(module, plan, Side::keys, {.dk = true, .dv = dv, .dq_atomic = true}, names.dkdv).run();
-  BackwardKernel(module, plan, Side::keys, {.dk = true, .dv = dv}, names.dkdv_det).run();
+  BackwardKernel(module, plan, Side::keys, {.dk = true, .dv = dv}, names.dkdv).run();
   if (plan.split_kv) BackwardKernel(module, plan, Side::keys, {.dv = true}, names.dv).run();
   BackwardKernel(module, plan, Side::queries, {.dq = true}, names.dq).run();
-  emit_backward_dq_convert(module, plan, names.dq_convert);
   emit_backward_prep(module, plan, names.prep);
 }
 

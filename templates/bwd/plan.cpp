@@ -26,7 +26,7 @@ bool wgmma_for(const Target& t, int rows, int warps) {
 
 // Shared memory and occupancy of one pass; `acc_cols` fp32 accumulator columns per row (the
 // outputs) plus S and dP (cols each).
-void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_ds, const char* what,
+void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_stats, const char* what,
             const TileConfig& c) {
   p.threads = 32 * p.warps;
   p.m_tiles = p.rows / (16 * p.warps);
@@ -36,11 +36,9 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_d
   p.str_v_stage = p.cols * plan.d_v_pad * 2;
   p.str_qk = p.res_v + p.rows * plan.d_v_pad * 2;
   p.str_v = p.str_qk + p.stages * p.str_qk_stage;
-  p.ds = p.str_v + p.stages * p.str_v_stage;
-  // The dSᵀ tile of the dK/dV kernel's dQ product, its columns padded to a 64-wide panel, and the
-  // streamed queries' LSE and D (fp32) per stage.
-  p.stats = p.ds + (with_ds ? p.rows * ((p.cols + 63) / 64 * 64) * 2 : 0);
-  p.stats_stage = with_ds ? 8 * p.cols : 0;
+  // The dK/dV kernel's streamed queries: their LSE and D (fp32) per stage.
+  p.stats = p.str_v + p.stages * p.str_v_stage;
+  p.stats_stage = with_stats ? 8 * p.cols : 0;
   const int total = p.stats + p.stages * p.stats_stage;
   // wgmma's 128-byte swizzle needs 1024-byte aligned tiles (templates/fwd/plan.hpp).
   p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
@@ -72,12 +70,12 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
   // At d = 256 the wgmma dK kernel with a score modifier spills on 8 warps and not on 4.
   std::vector<TileConfig> order = {c, {c.block_m, c.block_n, c.num_warps, 1}, {32, 64, 4, 2}, {32, 64, 4, 1}};
   if (d > 192 && wgmma_for(target, 64, 4)) order.insert(order.begin(), TileConfig{32, 64, 4, 2});
-  // The first that fits shared memory: K, V, the stages of Q and dO, and the dSᵀ tile.
+  // The first that fits shared memory: K, V, and the stages of Q, dO and their LSE and D.
   const int pad = (spec.spec.head_dim_qk + 63) / 64 * 64 + (spec.spec.head_dim_v + 63) / 64 * 64;
   for (const TileConfig& t : order) {
     c = t;
-    const int ds_bytes = t.block_n * ((t.block_m + 63) / 64 * 64) * 2 + t.num_stages * 8 * t.block_m;
-    if ((t.block_n + t.num_stages * t.block_m) * pad * 2 + ds_bytes + kWgmmaAlignSlack <= max_shared_bytes(target.arch))
+    const int stats = t.num_stages * 8 * t.block_m;
+    if ((t.block_n + t.num_stages * t.block_m) * pad * 2 + stats + kWgmmaAlignSlack <= max_shared_bytes(target.arch))
       break;
   }
   if (reason)

@@ -26,7 +26,6 @@ struct BackwardPass {
   int res_qk = 0, res_v = 0;          // resident tiles of width d_qk and d_v
   int str_qk = 0, str_v = 0;          // streamed regions
   int str_qk_stage = 0, str_v_stage = 0;
-  int ds = 0;                         // dSᵀ (rows × cols) for dQ's atomic product (the dK/dV kernel)
   int stats = 0, stats_stage = 0;     // per stage: LSE and D of the streamed queries (the dK/dV kernel)
   int smem_align = 1;
   int shared_bytes = 0;

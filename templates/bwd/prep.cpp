@@ -1,6 +1,6 @@
-// The backward's row-wise kernels, one warp per query row, each lane a pair of columns at a time:
-// the pre-pass D_i = rowsum(dO_i ∘ O_i) in fp32 (FlashAttention-2, Dao 2023, Algorithm 2, line 4:
-// dS = P ∘ (dP − D) subtracts it), and the conversion of the fp32 dQ workspace into dq.
+// The backward's pre-pass, one warp per query row, each lane a pair of columns at a time:
+// D_i = rowsum(dO_i ∘ O_i) in fp32 (FlashAttention-2, Dao 2023, Algorithm 2, line 4: dS =
+// P ∘ (dP − D) subtracts it).
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
 
@@ -8,7 +8,6 @@
 #include <functional>
 
 #include "compiler/tile/gpu.hpp"
-#include "compiler/tile/mma.hpp"
 #include "templates/bwd/backward.hpp"
 #include "templates/common/backward_abi.hpp"
 #include "templates/common/forward_abi.hpp"
@@ -124,29 +123,6 @@ void emit_backward_prep(llvm::Module& module, const BackwardPlan& plan, const st
           B.CreateStore(total, B.CreateGEP(e.f32(), k.bwd(kBwdDelta), B.CreateAdd(k.stats(), B.CreateSExt(row, e.i64()))));
         });
       });
-  k.finish();
-}
-
-void emit_backward_dq_convert(llvm::Module& module, const BackwardPlan& plan, const std::string& name) {
-  RowKernel k(module, plan, name);
-  tile::Emitter& e = k.e();
-  auto& B = e.b;
-  const AttentionSpec& spec = plan.attention();
-  const int d = spec.head_dim_qk;
-  Value* dq_strides[3] = {k.bwd(kBwdStrides + 3), k.bwd(kBwdStrides + 4), k.bwd(kBwdStrides + 5)};
-  Value* scale = B.CreateFMul(k.arg(kParamScaleLog2), e.cf(static_cast<float>(M_LN2)));
-  k.for_each_pair(
-      d,
-      [&](Value* row, Value* col) {
-        Value* idx = B.CreateAdd(B.CreateMul(B.CreateAdd(k.stats(), B.CreateSExt(row, e.i64())), e.c64(d)),
-                                 B.CreateZExt(col, e.i64()));
-        Value* src = B.CreateGEP(e.f32(), k.bwd(kBwdDqAccum), idx);
-        Value* x = B.CreateFMul(B.CreateAlignedLoad(e.f32(), src, llvm::Align(8)), scale);
-        Value* y = B.CreateFMul(B.CreateAlignedLoad(e.f32(), B.CreateGEP(e.f32(), src, e.c32(1)), llvm::Align(4)), scale);
-        B.CreateAlignedStore(tile::pack_pair_rn(e, x, y, spec.dtype),
-                             B.CreateGEP(B.getInt16Ty(), k.row_ptr(k.bwd(kBwdDq), dq_strides, row), col), llvm::Align(4));
-      },
-      [](Value*) {});
   k.finish();
 }
 

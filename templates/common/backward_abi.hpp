@@ -7,7 +7,7 @@
 
 namespace flashjit {
 
-// Grids (templates/bwd/): the pre-pass and the dQ conversion x = tiles of 16 query rows, y = query heads, z = batch;
+// Grids (templates/bwd/): the pre-pass x = tiles of 16 query rows, y = query heads, z = batch;
 // the dK/dV kernel x = key tiles, y = KV heads, z = batch (it loops over the group's query heads
 // itself, so GQA sums are deterministic); the dQ kernel x = query tiles, y = query heads, z = batch.
 struct BackwardParams {
@@ -16,14 +16,12 @@ struct BackwardParams {
   void* dk;         // written: same shape as k
   void* dv;         // written: same shape as v
   float* delta;     // workspace [batch, heads_q, seq_q] fp32: D = rowsum(dO ∘ O), written by the pre-pass
-  float* dq_accum;  // workspace [batch, heads_q, seq_q, d_qk] fp32, zeroed: dQ / scale summed with atomics
-                    // (null for the deterministic kernels, which never read it)
   int64_t do_stride[3], dq_stride[3], dk_stride[3], dv_stride[3];
 };
 
 // Indices relative to the first parameter after the spec's params and tensors.
 enum BackwardParam : int {
-  kBwdDo = 0, kBwdDq, kBwdDk, kBwdDv, kBwdDelta, kBwdDqAccum,
+  kBwdDo = 0, kBwdDq, kBwdDk, kBwdDv, kBwdDelta,
   kBwdStrides,                 // 12 × i64: d_o(b,s,h), dq(b,s,h), dk(b,s,h), dv(b,s,h)
   kBwdCount = kBwdStrides + 12
 };
@@ -35,7 +33,6 @@ inline void backward_param_slots(BackwardParams& p, void* slots[kBwdCount]) {
   slots[kBwdDk] = &p.dk;
   slots[kBwdDv] = &p.dv;
   slots[kBwdDelta] = &p.delta;
-  slots[kBwdDqAccum] = &p.dq_accum;
   int64_t* strides[4] = {p.do_stride, p.dq_stride, p.dk_stride, p.dv_stride};
   for (int t = 0; t < 4; ++t)
     for (int i = 0; i < 3; ++i) slots[kBwdStrides + 3 * t + i] = &strides[t][i];
