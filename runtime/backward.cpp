@@ -51,6 +51,10 @@ const BackwardModule& backward_module(const detail::Access::KernelImpl& k) {
                                      std::to_string(k.ctx->info.shared_per_block_optin) + " per block");
   m->dq = get(names.dq, m->plan.q.shared_bytes);
   m->prep = get(names.prep, 0);
+  if (!names.map_q.empty()) {
+    m->map_q = get(names.map_q, 0);
+    m->map_kv = get(names.map_kv, 0);
+  }
   if (!names.dv.empty()) m->dv = get(names.dv, m->plan.kv.shared_bytes);
   cu::check(d.cuFuncGetAttribute(&m->dq_registers, cu::CU_FUNC_ATTRIBUTE_NUM_REGS, m->dq), "cuFuncGetAttribute");
   cu::check(d.cuFuncGetAttribute(&m->dq_spill_bytes, cu::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, m->dq),
@@ -82,6 +86,25 @@ void Kernel::backward(const BackwardArgs& args) const {
   cu::CUdeviceptr delta = 0;
   cu::check(d.cuMemAllocAsync(&delta, std::max<size_t>(rows * 4, 4), stream), "cuMemAllocAsync(backward workspace)");
   launch.set_workspace(reinterpret_cast<float*>(delta));
+  // Block maps (masks that read tensors): built on the stream now, freed after the kernels.
+  std::vector<cu::CUdeviceptr> maps;
+  auto alloc = [&](size_t entries) {
+    cu::CUdeviceptr p = 0;
+    cu::check(d.cuMemAllocAsync(&p, std::max<size_t>(entries * 4, 4), stream), "cuMemAllocAsync(backward block map)");
+    maps.push_back(p);
+    return reinterpret_cast<int32_t*>(p);
+  };
+  const BlockMapPolicy& policy = k.spec->block_map;
+  const size_t n_maps = size_t(policy.per_batch ? args.batch : 1) * size_t(policy.per_head ? args.heads_q : 1);
+  auto ceil_div = [](int64_t n, int d_) { return size_t((n + d_ - 1) / d_); };
+  if (m.map_q) {
+    const size_t q_rows = ceil_div(args.seq_q, plan.q.rows), kv_rows = ceil_div(args.seq_kv, plan.kv.rows);
+    int32_t* q_tiles = alloc(n_maps * q_rows * ceil_div(args.seq_kv, plan.q.cols));
+    int32_t* q_counts = alloc(n_maps * q_rows);
+    int32_t* kv_tiles = alloc(n_maps * kv_rows * ceil_div(args.seq_q, plan.kv.cols));
+    int32_t* kv_counts = alloc(n_maps * kv_rows);
+    launch.set_maps(q_tiles, q_counts, kv_tiles, kv_counts);
+  }
   auto tiles = [](int64_t n, int rows) { return static_cast<unsigned>((n + rows - 1) / rows); };
   auto run = [&](cu::CUfunction f, unsigned grid_x, int64_t heads, int threads, int smem, const char* what) {
     if (grid_x == 0) return;
@@ -92,6 +115,11 @@ void Kernel::backward(const BackwardArgs& args) const {
   };
   if (log::enabled(log::Level::info))
     log::info("backward launch " + m.compiled.key + " " + m.compiled.config.str() + (plan.split_kv ? " (dK, dV split)" : ""));
+  if (m.map_q) {
+    run(m.map_q, tiles(args.seq_q, plan.q.rows), args.heads_q, kMapThreads, 0, "cuLaunchKernel(backward dQ block map)");
+    run(m.map_kv, tiles(args.seq_kv, plan.kv.rows), args.heads_q, kMapThreads, 0,
+        "cuLaunchKernel(backward dK/dV block map)");
+  }
   run(m.prep, tiles(args.seq_q, kPrepRows), args.heads_q, kPrepThreads, 0, "cuLaunchKernel(backward D pre-pass)");
   const unsigned key_tiles = tiles(args.seq_kv, plan.kv.rows);
   run(m.loaded.function, key_tiles, args.heads_kv, plan.kv.threads, plan.kv.shared_bytes,
@@ -100,6 +128,7 @@ void Kernel::backward(const BackwardArgs& args) const {
   run(m.dq, tiles(args.seq_q, plan.q.rows), args.heads_q, plan.q.threads, plan.q.shared_bytes,
       "cuLaunchKernel(backward dQ)");
   cu::check(d.cuMemFreeAsync(delta, stream), "cuMemFreeAsync(backward workspace)");
+  for (cu::CUdeviceptr p : maps) cu::check(d.cuMemFreeAsync(p, stream), "cuMemFreeAsync(backward block map)");
 }
 
 double Runtime::time_backward(const Kernel& kernel, const BackwardArgs& args, int warmup, int reps) const {

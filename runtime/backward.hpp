@@ -16,6 +16,7 @@ struct BackwardModule {
   LoadedModule loaded;           // function: the dK/dV kernel (dK only when split)
   cu::CUfunction dv = nullptr;   // dV only, when the plan splits dK and dV
   cu::CUfunction dq = nullptr, prep = nullptr;
+  cu::CUfunction map_q = nullptr, map_kv = nullptr;  // masks with a block map
   BackwardPlan plan;             // the launch geometry of each kernel
   int registers = 0, spill_bytes = 0;           // of the dK/dV kernel
   int dq_registers = 0, dq_spill_bytes = 0;

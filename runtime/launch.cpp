@@ -209,6 +209,7 @@ void pack_backward(const AnalyzedSpec& analyzed, const BackwardArgs& a, Backward
   p.dk = a.dk.data;
   p.dv = a.dv.data;
   p.delta = nullptr;  // the runtime's workspace, set at launch
+  p.map_q_tiles = p.map_q_counts = p.map_kv_tiles = p.map_kv_counts = nullptr;
   for (int i = 0; i < 3; ++i) {
     p.do_stride[i] = a.d_o.stride[i];
     p.dq_stride[i] = a.dq.stride[i];

@@ -27,8 +27,12 @@ void pack_forward(const AnalyzedSpec& spec, const ForwardArgs& a, ForwardLaunch&
 struct BackwardLaunch {
   ForwardLaunch forward;  // its slots end with the backward's (templates/common/backward_abi.hpp)
   BackwardParams fixed{};
-  // The workspace slot: set before launching (the slots point into `fixed`).
+  // The workspace slots: set before launching (the slots point into `fixed`).
   void set_workspace(float* delta) { fixed.delta = delta; }
+  void set_maps(int32_t* q_tiles, int32_t* q_counts, int32_t* kv_tiles, int32_t* kv_counts) {
+    fixed.map_q_tiles = q_tiles, fixed.map_q_counts = q_counts;
+    fixed.map_kv_tiles = kv_tiles, fixed.map_kv_counts = kv_counts;
+  }
 };
 
 // Checks a backward call as pack_forward checks a forward (messages say "backward: "), plus d_o,

@@ -60,10 +60,10 @@ class BackwardKernel {
   // Per query head (the dK/dV kernel loops over its group): pointers, tile range, walk.
   void start_head(Value* head);
   void walk_tiles();
-  void issue(Value* j, bool once);
-  void tile_step(Value* j);
+  void issue(Value* j, Value* entry, bool once);
+  void tile_step(Value* j, Value* entry);
   // P and dS of one streamed tile, from S and dP.
-  RegTile probabilities(RegTile s, Value* first, RegTile* grad);
+  RegTile probabilities(RegTile s, Value* first, Value* entry, RegTile* grad);
   void load_row_stats();
   Value* row_stat(bool delta, int mt, int nt, int i);
   void store(const tile::TileVars& acc, Value* base, Value* const strides[3], Value* limit, int cols, Value* mult);
@@ -166,10 +166,10 @@ Value* BackwardKernel::col_of(Value* first, int nt, int i) {
 }
 
 // Streamed tile j of the walk into stage j % stages: Q and dO rows (keys side) or K and V rows.
-void BackwardKernel::issue(Value* j, bool once) {
+void BackwardKernel::issue(Value* j, Value* entry, bool once) {
   auto& B = e_.b;
   Value* stage = B.CreateURem(j, e_.c32(P_.stages));
-  Value* first = B.CreateMul(walk_->tile(e_, j, nullptr), e_.c32(P_.cols));
+  Value* first = B.CreateMul(walk_->tile(e_, j, entry), e_.c32(P_.cols));
   const int t_qk = side_ == Side::keys ? 0 : 1, t_v = side_ == Side::keys ? 4 : 2;
   tile::copy_rows(e_, stage_tile(P_.str_qk, P_.str_qk_stage, stage), {str_qk_base_, strides_[t_qk][1], first, seq_cols_},
                   spec_.head_dim_qk, P_.threads, tid_, once);
@@ -234,7 +234,13 @@ void BackwardKernel::start_head(Value* head) {
   bounds_ = emit_kv_bounds(e_, range, in);
   const TileSpan span = covering_tiles(e_, bounds_, P_.cols);
   Value* count = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(span.end, span.first), e_.c32(0));
-  walk_ = std::make_unique<TileWalk>(e_, span.first, count, nullptr, P_.stages);
+  Value* list = nullptr;
+  if (plan_.spec->block_map.needed) {  // the tile lists the map kernel wrote for this row tile
+    BlockMapRow row = backward_map_row(e_, plan_, side_ == Side::keys, ex_, tile_);
+    count = B.CreateAlignedLoad(e_.i32(), row.count, llvm::Align(4));
+    list = row.tiles;
+  }
+  walk_ = std::make_unique<TileWalk>(e_, span.first, count, list, P_.stages);
 }
 
 // The dQ kernel's rows: LSE·log2 e (+inf where no key is visible) and D, once.
@@ -257,7 +263,7 @@ void BackwardKernel::load_row_stats() {
 
 // P = exp(score'(scale·S) − LSE), with the mask where the tile is not wholly visible; `grad` gets
 // d score'/d score at each element when the spec has a score modifier.
-RegTile BackwardKernel::probabilities(RegTile s, Value* first, RegTile* grad) {
+RegTile BackwardKernel::probabilities(RegTile s, Value* first, Value* entry, RegTile* grad) {
   auto& B = e_.b;
   Value* last_q = B.CreateSub(seq_q_, e_.c32(1));
   Value* last_kv = B.CreateSub(seq_kv_, e_.c32(1));
@@ -279,7 +285,7 @@ RegTile BackwardKernel::probabilities(RegTile s, Value* first, RegTile* grad) {
         x = B.CreateFSub(x, row_stat(false, mt, nt, i));
       }
   p_vars_.store(e_, s);
-  Value* full = tile_in_full_range(e_, bounds_, first, P_.cols);
+  Value* full = walk_->has_list() ? walk_->listed_full(e_, entry) : tile_in_full_range(e_, bounds_, first, P_.cols);
   e_.when(B.CreateNot(full), "mask", [&] {
     for (int mt = 0; mt < P_.m_tiles; ++mt)
       for (int nt = 0; nt < NT; ++nt)
@@ -304,17 +310,17 @@ RegTile BackwardKernel::probabilities(RegTile s, Value* first, RegTile* grad) {
   return p;
 }
 
-void BackwardKernel::tile_step(Value* j) {
+void BackwardKernel::tile_step(Value* j, Value* entry) {
   auto& B = e_.b;
   Value* stage = B.CreateURem(j, e_.c32(P_.stages));
   const SmemTile str_qk = stage_tile(P_.str_qk, P_.str_qk_stage, stage);
   const SmemTile str_v = stage_tile(P_.str_v, P_.str_v_stage, stage);
-  Value* first = B.CreateMul(walk_->tile(e_, j, nullptr), e_.c32(P_.cols));
+  Value* first = B.CreateMul(walk_->tile(e_, j, entry), e_.c32(P_.cols));
   if (side_ == Side::keys)
     stats_ = B.CreateAdd(B.CreateAdd(smem_, e_.c32(P_.stats)), B.CreateMul(stage, e_.c32(P_.stats_stage)));
   RegTile grad;
   if (plan_.spec->score) grad = tile::zero_tile(e_, P_.m_tiles, NT);
-  RegTile p = probabilities(tc_a_->mma_abt(e_, str_qk), first, &grad);  // S = QKᵀ (or K Qᵀ): P
+  RegTile p = probabilities(tc_a_->mma_abt(e_, str_qk), first, entry, &grad);  // S = QKᵀ (or K Qᵀ): P
   if (out_.dv) {  // dV += Pᵀ dO
     RegTile acc = acc_a_.load(e_);
     tc_a_->mma_pv(e_, acc, p, str_v);
@@ -346,17 +352,20 @@ void BackwardKernel::walk_tiles() {
   auto& B = e_.b;
   const int S = P_.stages;
   for (int s = 0; s + 1 < S; ++s) {
-    e_.when(B.CreateICmpSLT(e_.c32(s), walk_->count()), "prologue", [&] { issue(e_.c32(s), /*once=*/true); });
+    e_.when(B.CreateICmpSLT(e_.c32(s), walk_->count()), "prologue",
+            [&] { issue(e_.c32(s), walk_->entry(e_, e_.c32(0), s), /*once=*/true); });
     tile::cp_async_commit(e_);
   }
   e_.loop(e_.c32(0), walk_->count(), 1, "tiles", [&](Value* j) {
-    e_.when(B.CreateICmpSLT(B.CreateAdd(j, e_.c32(S - 1)), walk_->count()), "issue",
-            [&] { issue(B.CreateAdd(j, e_.c32(S - 1)), /*once=*/false); });
+    TileWalk::Step step = walk_->begin_step(e_, j);
+    e_.when(B.CreateICmpSLT(B.CreateAdd(j, e_.c32(S - 1)), walk_->count()), "issue", [&] {
+      issue(B.CreateAdd(j, e_.c32(S - 1)), walk_->entry(e_, j, S - 1, step.last), /*once=*/false);
+    });
     tile::cp_async_commit(e_);  // possibly empty: keeps "S − 1 groups pending" true at every wait
     tile::cp_async_wait(e_, S - 1);
     tc_a_->publish_shared(e_);
     tile::sync_threads(e_);
-    tile_step(j);
+    tile_step(j, walk_->entry(e_, j, 0, step.now));
     tile::sync_threads(e_);  // this stage is refilled by a later iteration's cp.async
   });
   tile::cp_async_wait(e_, 0);
@@ -450,7 +459,9 @@ void BackwardKernel::run() {
 }  // namespace
 
 BackwardEntries backward_entries(const BackwardPlan& plan, const std::string& entry) {
-  return {entry, plan.split_kv ? entry + "_dv" : "", entry + "_dq", entry + "_prep"};
+  const bool map = plan.spec->block_map.needed;
+  return {entry, plan.split_kv ? entry + "_dv" : "", entry + "_dq", entry + "_prep", map ? entry + "_mapq" : "",
+          map ? entry + "_mapkv" : ""};
 }
 
 void emit_attention_backward(llvm::Module& module, const BackwardPlan& plan, const std::string& entry) {
@@ -460,6 +471,10 @@ void emit_attention_backward(llvm::Module& module, const BackwardPlan& plan, con
   if (plan.split_kv) BackwardKernel(module, plan, Side::keys, {.dv = true}, names.dv).run();
   BackwardKernel(module, plan, Side::queries, {.dq = true}, names.dq).run();
   emit_backward_prep(module, plan, names.prep);
+  if (plan.spec->block_map.needed) {
+    emit_backward_map(module, plan, /*keys=*/false, names.map_q);
+    emit_backward_map(module, plan, /*keys=*/true, names.map_kv);
+  }
 }
 
 }  // namespace flashjit

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "templates/bwd/plan.hpp"
+#include "templates/common/kernel_args.hpp"
 
 namespace llvm {
 class Module;
@@ -13,14 +14,26 @@ class Module;
 
 namespace flashjit {
 
-// Entry points of a backward module named `entry`, launched in this order: prep, dkdv, dv (when
-// the plan splits), dq.
+// Entry points of a backward module named `entry`, launched in this order: map_q and map_kv
+// (masks with a block map), prep, dkdv, dv (when the plan splits), dq.
 struct BackwardEntries {
   std::string dkdv;  // dK and dV; dK only when the plan splits them
   std::string dv;    // dV only (empty unless the plan splits)
   std::string dq;
   std::string prep;
+  std::string map_q, map_kv;  // empty unless the mask has a block map
 };
+
+// The block maps of the backward (templates/bwd/block_map.cpp): for the dQ kernel (`keys` false:
+// per tile of plan.q.rows queries, its tiles of plan.q.cols keys) or the dK/dV kernel (per tile of
+// plan.kv.rows keys, its tiles of plan.kv.cols queries). Grid: x = row tiles, y = query heads,
+// z = batch; kMapThreads threads. Maps are per (batch, query head) as BlockMapPolicy says.
+inline constexpr int kMapThreads = 128;
+void emit_backward_map(llvm::Module& module, const BackwardPlan& plan, bool keys, const std::string& name);
+// Row `row_tile` of that map for the (batch, query head) of `ex`, in a kernel with the backward's
+// parameters.
+BlockMapRow backward_map_row(tile::Emitter& e, const BackwardPlan& plan, bool keys, const ExprInputs& ex,
+                             llvm::Value* row_tile);
 BackwardEntries backward_entries(const BackwardPlan& plan, const std::string& entry);
 
 void emit_attention_backward(llvm::Module& module, const BackwardPlan& plan, const std::string& entry);

@@ -16,12 +16,19 @@ struct BackwardParams {
   void* dk;         // written: same shape as k
   void* dv;         // written: same shape as v
   float* delta;     // workspace [batch, heads_q, seq_q] fp32: D = rowsum(dO ∘ O), written by the pre-pass
+  // Masks with a block map (BlockMapPolicy::needed): the dQ kernel's (key tiles per query tile) and
+  // the dK/dV kernel's (query tiles per key tile), built by the map kernels in the layout of
+  // forward_abi.hpp's map; null otherwise.
+  int32_t* map_q_tiles;
+  int32_t* map_q_counts;
+  int32_t* map_kv_tiles;
+  int32_t* map_kv_counts;
   int64_t do_stride[3], dq_stride[3], dk_stride[3], dv_stride[3];
 };
 
 // Indices relative to the first parameter after the spec's params and tensors.
 enum BackwardParam : int {
-  kBwdDo = 0, kBwdDq, kBwdDk, kBwdDv, kBwdDelta,
+  kBwdDo = 0, kBwdDq, kBwdDk, kBwdDv, kBwdDelta, kBwdMapQTiles, kBwdMapQCounts, kBwdMapKvTiles, kBwdMapKvCounts,
   kBwdStrides,                 // 12 × i64: d_o(b,s,h), dq(b,s,h), dk(b,s,h), dv(b,s,h)
   kBwdCount = kBwdStrides + 12
 };
@@ -33,6 +40,10 @@ inline void backward_param_slots(BackwardParams& p, void* slots[kBwdCount]) {
   slots[kBwdDk] = &p.dk;
   slots[kBwdDv] = &p.dv;
   slots[kBwdDelta] = &p.delta;
+  slots[kBwdMapQTiles] = &p.map_q_tiles;
+  slots[kBwdMapQCounts] = &p.map_q_counts;
+  slots[kBwdMapKvTiles] = &p.map_kv_tiles;
+  slots[kBwdMapKvCounts] = &p.map_kv_counts;
   int64_t* strides[4] = {p.do_stride, p.dq_stride, p.dk_stride, p.dv_stride};
   for (int t = 0; t < 4; ++t)
     for (int i = 0; i < 3; ++i) slots[kBwdStrides + 3 * t + i] = &strides[t][i];

@@ -25,7 +25,7 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
     params.push_back(gptr);  // tiles
     params.push_back(gptr);  // counts
   } else if (tail == KernelTail::backward) {
-    for (int i = kBwdDo; i <= kBwdDelta; ++i) params.push_back(gptr);
+    for (int i = kBwdDo; i <= kBwdMapKvCounts; ++i) params.push_back(gptr);
     for (int i = 0; i < 12; ++i) params.push_back(llvm::Type::getInt64Ty(ctx));
   }
   auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
@@ -41,7 +41,7 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
     // The forward's outputs are the backward's inputs; dq, dk, dv and delta are written.
     fn->addParamAttr(kParamO, llvm::Attribute::ReadOnly);
     fn->addParamAttr(kParamLse, llvm::Attribute::ReadOnly);
-    for (int i = kBwdDo; i <= kBwdDelta; ++i) fn->addParamAttr(unsigned(tail_at + i), llvm::Attribute::NoAlias);
+    for (int i = kBwdDo; i <= kBwdMapKvCounts; ++i) fn->addParamAttr(unsigned(tail_at + i), llvm::Attribute::NoAlias);
     fn->addParamAttr(unsigned(tail_at + kBwdDo), llvm::Attribute::ReadOnly);
   }
   // Launch bounds (NVVM IR spec, "nvvm.annotations": maxntidx) let ptxas budget registers per thread.

@@ -10,7 +10,7 @@ namespace {
 
 // Bump a version whenever that template's generated code changes: its cached kernels then miss.
 constexpr const char* kForwardVersion = "fwd-11";
-constexpr const char* kBlockMapVersion = "map-1";
+constexpr const char* kBlockMapVersion = "map-2";
 
 class ForwardKernelPlan final : public KernelPlan {
  public:
