@@ -247,13 +247,8 @@ void Runtime::synchronize() const {
 }
 
 double Runtime::time_forward(const Kernel& kernel, const ForwardArgs& args, int warmup, int reps) const {
-  for (int i = 0; i < warmup; ++i) kernel.forward(args);
-  rt::EventTimer timer(*detail::Access::context(*this, "time_forward"));
-  std::vector<float> ms;
-  for (int i = 0; i < std::max(reps, 1); ++i)
-    ms.push_back(timer.time(static_cast<cu::CUstream>(args.stream), [&] { kernel.forward(args); }));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return rt::median_ms(*detail::Access::context(*this, "time_forward"), static_cast<cu::CUstream>(args.stream), warmup,
+                       reps, [&] { kernel.forward(args); });
 }
 
 DeviceBuffer::~DeviceBuffer() {

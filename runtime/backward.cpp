@@ -132,13 +132,8 @@ void Kernel::backward(const BackwardArgs& args) const {
 }
 
 double Runtime::time_backward(const Kernel& kernel, const BackwardArgs& args, int warmup, int reps) const {
-  for (int i = 0; i < warmup; ++i) kernel.backward(args);
-  rt::EventTimer timer(*detail::Access::context(*this, "time_backward"));
-  std::vector<float> ms;
-  for (int i = 0; i < std::max(reps, 1); ++i)
-    ms.push_back(timer.time(static_cast<cu::CUstream>(args.stream), [&] { kernel.backward(args); }));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return rt::median_ms(*detail::Access::context(*this, "time_backward"), static_cast<cu::CUstream>(args.stream), warmup,
+                       reps, [&] { kernel.backward(args); });
 }
 
 }  // namespace flashjit

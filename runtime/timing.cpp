@@ -42,4 +42,13 @@ double quantile(const std::vector<float>& sorted, double p) {
   return sorted[std::min(i, sorted.size() - 1)];
 }
 
+double median_ms(const Context& ctx, cu::CUstream stream, int warmup, int reps, const std::function<void()>& launch) {
+  for (int i = 0; i < warmup; ++i) launch();
+  EventTimer timer(ctx);
+  std::vector<float> ms;
+  for (int i = 0; i < std::max(reps, 1); ++i) ms.push_back(timer.time(stream, launch));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 }  // namespace flashjit::rt

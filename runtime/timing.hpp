@@ -27,4 +27,7 @@ class EventTimer {
 // The value at quantile p (0..1) of sorted samples.
 double quantile(const std::vector<float>& sorted, double p);
 
+// Median milliseconds of `reps` (at least 1) timed calls of `launch` after `warmup` untimed ones.
+double median_ms(const Context& ctx, cu::CUstream stream, int warmup, int reps, const std::function<void()>& launch);
+
 }  // namespace flashjit::rt

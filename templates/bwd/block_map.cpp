@@ -40,17 +40,7 @@ void emit_backward_map(llvm::Module& module, const BackwardPlan& plan, bool keys
   Value* head = tile::block_id(e, 1);   // 0 unless the map is per head
   Value* batch = tile::block_id(e, 2);  // 0 unless the map is per batch
   ExprInputs ex = expr_inputs(e, *plan.spec, batch, head, B.CreateUDiv(head, fn->getArg(kParamGroup)));
-  // Launched on a (row tiles, heads_q, batch) grid, so gridDim gives the tensors' extents; when
-  // the mask reads neither b nor h, only the (b = 0, h = 0) CTAs build the one map.
-  Value* idle = B.getFalse();
-  if (!plan.spec->block_map.per_head) idle = B.CreateOr(idle, B.CreateICmpNE(head, e.c32(0)));
-  if (!plan.spec->block_map.per_batch) idle = B.CreateOr(idle, B.CreateICmpNE(batch, e.c32(0)));
-  llvm::BasicBlock* work = llvm::BasicBlock::Create(e.ctx, "work", fn);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(e.ctx, "idle", fn);
-  B.CreateCondBr(idle, done, work);
-  B.SetInsertPoint(done);
-  B.CreateRetVoid();
-  B.SetInsertPoint(work);
+  return_if_idle(e, plan.spec->block_map, head, batch);
   const BlockMapRow row = backward_map_row(e, plan, keys, ex, row_tile);
   TileMapRow m;
   m.spec = plan.spec.get();

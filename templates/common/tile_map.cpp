@@ -71,4 +71,17 @@ void emit_tile_map_row(tile::Emitter& e, const TileMapRow& m) {
   e.when(is_leader, "count", [&] { B.CreateAlignedStore(B.CreateLoad(e.i32(), count), m.count, llvm::Align(4)); });
 }
 
+void return_if_idle(tile::Emitter& e, const BlockMapPolicy& policy, llvm::Value* head, llvm::Value* batch) {
+  auto& B = e.b;
+  llvm::Value* idle = B.getFalse();
+  if (!policy.per_head) idle = B.CreateOr(idle, B.CreateICmpNE(head, e.c32(0)));
+  if (!policy.per_batch) idle = B.CreateOr(idle, B.CreateICmpNE(batch, e.c32(0)));
+  llvm::BasicBlock* work = llvm::BasicBlock::Create(e.ctx, "work", e.fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(e.ctx, "idle", e.fn);
+  B.CreateCondBr(idle, done, work);
+  B.SetInsertPoint(done);
+  B.CreateRetVoid();
+  B.SetInsertPoint(work);
+}
+
 }  // namespace flashjit

@@ -24,4 +24,9 @@ struct TileMapRow {
 
 void emit_tile_map_row(tile::Emitter& e, const TileMapRow& m);
 
+// A map kernel runs on a (row tiles, heads_q, batch) grid, so gridDim gives the tensors' extents;
+// when the mask reads neither b nor h, only the (b = 0, h = 0) CTAs build the one map: the others
+// return here.
+void return_if_idle(tile::Emitter& e, const BlockMapPolicy& policy, llvm::Value* head, llvm::Value* batch);
+
 }  // namespace flashjit

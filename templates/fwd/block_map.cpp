@@ -26,17 +26,7 @@ llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan, co
   Value* batch = tile::block_id(e, 2);  // 0 unless the map is per batch
   Value* head_kv = B.CreateUDiv(head, fn->getArg(kParamGroup));
   ExprInputs ex = expr_inputs(e, *plan.spec, batch, head, head_kv);
-  // Launched on the forward's grid (so gridDim gives heads_q and batch for tensor extents);
-  // when the mask depends on neither b nor h, only the (b = 0, h = 0) CTAs build the one map.
-  llvm::Value* idle = B.getFalse();
-  if (!plan.spec->block_map.per_head) idle = B.CreateOr(idle, B.CreateICmpNE(head, e.c32(0)));
-  if (!plan.spec->block_map.per_batch) idle = B.CreateOr(idle, B.CreateICmpNE(batch, e.c32(0)));
-  llvm::BasicBlock* work = llvm::BasicBlock::Create(e.ctx, "work", fn);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(e.ctx, "idle", fn);
-  B.CreateCondBr(idle, done, work);
-  B.SetInsertPoint(done);
-  B.CreateRetVoid();
-  B.SetInsertPoint(work);
+  return_if_idle(e, plan.spec->block_map, head, batch);
   BlockMapRow row = block_map_row(e, plan.spec->block_map, plan.config, ex, q_tile);
   TileMapRow m;
   m.spec = plan.spec.get();
