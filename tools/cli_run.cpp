@@ -24,6 +24,7 @@ struct RunArgs {
   std::string configs;  // "" → the heuristic table's
   bool no_verify = false;
   bool backward = false;
+  std::string backward_config;  // "" → the backward's heuristic
 };
 
 // Forward FLOPs, FlashAttention's convention (docs/perf-notes.md): 2·s_q·s_kv·(d_qk + d_v) per
@@ -222,6 +223,7 @@ int run(const RunArgs& a) {
   for (const std::optional<TileConfig>& config : configs) {
     CompileOptions opts;
     opts.config = config;
+    if (!a.backward_config.empty()) opts.backward_config = parse_tile_config(a.backward_config);
     Kernel kernel;
     try {
       kernel = rt->compile(spec, opts);
@@ -281,6 +283,9 @@ Command add_run(CLI::App& app) {
   sub->add_flag("--backward", a->backward,
                 "also run the backward (dQ, dK, dV for a random dO), verify it against the fp64 reference "
                 "backward and time it");
+  sub->add_option("--backward-config", a->backward_config, "with --backward: its tile config (default: its heuristic's)")
+      ->type_name("BM,BN,WARPS,STAGES")
+      ->check(parsed_by(parse_tile_config));
   return {sub, [a] { return run(*a); }};
 }
 
