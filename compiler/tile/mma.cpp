@@ -98,4 +98,14 @@ llvm::Value* pack_pair_rn(Emitter& e, llvm::Value* lo, llvm::Value* hi, DType dt
   return e.b.CreateBitCast(v, e.i32());
 }
 
+llvm::Value* unpack_half(Emitter& e, llvm::Value* pair, int half, DType dtype) {
+  auto& B = e.b;
+  if (dtype == DType::bf16) {
+    llvm::Value* bits = half ? B.CreateAnd(pair, e.c32(static_cast<int>(0xFFFF0000u))) : B.CreateShl(pair, 16);
+    return B.CreateBitCast(bits, e.f32());
+  }
+  llvm::Value* h16 = B.CreateTrunc(half ? B.CreateLShr(pair, 16) : pair, B.getInt16Ty());
+  return B.CreateFPExt(B.CreateBitCast(h16, B.getHalfTy()), e.f32());
+}
+
 }  // namespace flashjit::tile

@@ -38,5 +38,7 @@ void cp_async_wait(Emitter& e, int pending_groups);
 
 // Two f32 → one b32 of two 16-bit elements (first in the low half) with one cvt.rn.{bf16x2,f16x2}.f32.
 llvm::Value* pack_pair_rn(Emitter& e, llvm::Value* lo, llvm::Value* hi, DType dtype);
+// Element `half` (0: low) of such a pair, as f32 (bf16: the upper half of an f32; f16: cvt.f32.f16).
+llvm::Value* unpack_half(Emitter& e, llvm::Value* pair, int half, DType dtype);
 
 }  // namespace flashjit::tile

@@ -327,6 +327,17 @@ void BackwardKernel::tile_step(Value* j, Value* entry) {
     acc_a_.store(e_, acc);
   }
   if (!out_.dk && !out_.dq) return;
+  // The dK/dV kernel keeps P rounded to the dtype across the dP product (the pairs the dV product
+  // packed): half the registers of fp32 P, where its 128 dK/dV accumulators leave none to spare.
+  // That is the P a plain same-dtype implementation differentiates (softmax's output in bf16/fp16).
+  if (side_ == Side::keys)
+    for (auto& row : p)
+      for (auto& t : row)
+        for (int r = 0; r < 2; ++r) {
+          Value* pair = tile::pack_pair_rn(e_, t[2 * r], t[2 * r + 1], spec_.dtype);
+          t[2 * r] = tile::unpack_half(e_, pair, 0, spec_.dtype);
+          t[2 * r + 1] = tile::unpack_half(e_, pair, 1, spec_.dtype);
+        }
   RegTile dp = tc_b_->mma_abt(e_, str_v);  // dP = dO Vᵀ (or V dOᵀ)
   const bool keys = side_ == Side::keys;
   for (int mt = 0; mt < P_.m_tiles; ++mt)

@@ -64,9 +64,12 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
   const int d = std::max(spec.spec.head_dim_qk, spec.spec.head_dim_v);
   // Key tiles of 128 (8 warps, two warpgroups), as FlashAttention-2's backward uses; above d = 128
   // dK and dV take two launches (plan_backward). Each thread holds (d_qk + d_v) / 2 accumulators
-  // plus S, dP (and the score's derivative) over block_m / 2 columns: query tiles of 32 above
-  // d = 64 keep that spill-free under ptxas 13 (tests/test_codegen_backward.cpp).
-  TileConfig c = d <= 64 ? TileConfig{64, 128, 8, 2} : TileConfig{32, 128, 8, 2};
+  // plus S, dP (and the score's derivative) over block_m / 2 columns: query tiles of 32 keep that
+  // spill-free under ptxas 13 where 64 would not (tests/test_codegen_backward.cpp).
+  // 64-query tiles fit up to d = 128 with wgmma and no score modifier (11% faster than 32 at d = 128,
+  // 16k causal; docs/perf-notes.md §10).
+  const bool wide = d <= 64 || (d <= 128 && !spec.score && wgmma_for(target, 128, 8));
+  TileConfig c = wide ? TileConfig{64, 128, 8, 2} : TileConfig{32, 128, 8, 2};
   // At d = 256 the wgmma dK kernel with a score modifier spills on 8 warps and not on 4.
   std::vector<TileConfig> order = {c, {c.block_m, c.block_n, c.num_warps, 1}, {32, 64, 4, 2}, {32, 64, 4, 1}};
   if (d > 192 && wgmma_for(target, 64, 4)) order.insert(order.begin(), TileConfig{32, 64, 4, 2});

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "compiler/tile/gpu.hpp"
+#include "compiler/tile/mma.hpp"
 #include "templates/bwd/backward.hpp"
 #include "templates/common/backward_abi.hpp"
 #include "templates/common/forward_abi.hpp"
@@ -94,15 +95,7 @@ void emit_backward_prep(llvm::Module& module, const BackwardPlan& plan, const st
   const AttentionSpec& spec = plan.attention();
   Value* o_strides[3] = {k.arg(kParamStrides + 9), k.arg(kParamStrides + 10), k.arg(kParamStrides + 11)};
   Value* do_strides[3] = {k.bwd(kBwdStrides), k.bwd(kBwdStrides + 1), k.bwd(kBwdStrides + 2)};
-  // Two 16-bit elements → two f32 (bf16: the high half of an f32; f16: a conversion).
-  auto widen = [&](Value* pair, int half) -> Value* {
-    if (spec.dtype == DType::bf16) {
-      Value* bits = half ? B.CreateAnd(pair, e.c32(static_cast<int>(0xFFFF0000u))) : B.CreateShl(pair, 16);
-      return B.CreateBitCast(bits, e.f32());
-    }
-    Value* h16 = B.CreateTrunc(half ? B.CreateLShr(pair, 16) : pair, B.getInt16Ty());
-    return B.CreateFPExt(B.CreateBitCast(h16, B.getHalfTy()), e.f32());
-  };
+  auto widen = [&](Value* pair, int half) { return tile::unpack_half(e, pair, half, spec.dtype); };
   llvm::AllocaInst* sum = e.var(e.f32(), "sum", e.cf(0.f));
   B.CreateStore(e.cf(0.f), sum);
   k.for_each_pair(
