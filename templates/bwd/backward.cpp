@@ -10,7 +10,8 @@
 // dS = P ∘ (dP − D) chained through the score modifier's derivative; scale multiplies dQ and dK
 // once, at the end. Each output element is written by one thread of one CTA: no atomics, so every
 // run is bitwise identical. Rows whose keys are all masked have LSE = −inf: P = 0 there, so their
-// gradients are exactly 0.
+// gradients are exactly 0. Masks that read tensors walk the block maps of templates/bwd/block_map
+// instead of the closed-form ranges; above d = 128 the dK/dV kernel runs twice, once per output.
 #include "templates/bwd/backward.hpp"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -41,7 +42,7 @@ using tile::SmemTile;
 // Which sequence the CTA's rows belong to.
 enum class Side { keys, queries };
 
-// What one launch of the dK/dV kernel accumulates (both, or one of them when the plan splits).
+// What a kernel accumulates: dK and dV (or one of them when the plan splits), or dQ.
 struct Outputs {
   bool dk = false, dv = false, dq = false;
 };
@@ -62,7 +63,7 @@ class BackwardKernel {
   void walk_tiles();
   void issue(Value* j, Value* entry, bool once);
   void tile_step(Value* j, Value* entry);
-  // P and dS of one streamed tile, from S and dP.
+  // P of one streamed tile from its S (and the score's derivative at each element).
   RegTile probabilities(RegTile s, Value* first, Value* entry, RegTile* grad);
   void load_row_stats();
   Value* row_stat(bool delta, int mt, int nt, int i);
