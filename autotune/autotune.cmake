@@ -30,7 +30,8 @@ target_link_libraries(flashjit_autotune PRIVATE ${LLVM_SUPPORT_LIBS})
 # libflashjit.so compiles support/*.cpp itself; the tests get their own copy so that they link
 # without the library (whose internal symbols are hidden) and without duplicate definitions.
 add_library(flashjit_support_for_tests STATIC
-  ${CMAKE_SOURCE_DIR}/support/text.cpp ${CMAKE_SOURCE_DIR}/support/knobs.cpp ${CMAKE_SOURCE_DIR}/support/log.cpp
+  ${CMAKE_SOURCE_DIR}/support/text.cpp ${CMAKE_SOURCE_DIR}/support/atomic_file.cpp
+  ${CMAKE_SOURCE_DIR}/support/knobs.cpp ${CMAKE_SOURCE_DIR}/support/log.cpp
   ${CMAKE_SOURCE_DIR}/support/hash.cpp ${CMAKE_SOURCE_DIR}/support/clock.cpp)
 target_include_directories(flashjit_support_for_tests PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/include)
 target_include_directories(flashjit_support_for_tests SYSTEM PRIVATE ${LLVM_INCLUDE_DIR})

@@ -7,9 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include "flashjit/flashjit.hpp"
+#include "support/atomic_file.hpp"
 
 namespace flashjit::autotune {
 namespace {
@@ -20,62 +20,12 @@ std::string errno_text() { return std::strerror(errno); }
   throw Error(ErrorKind::usage, what + " '" + path + "': " + errno_text());
 }
 
-// write(2) may write fewer bytes than asked (signals, quotas); loop until all are written.
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-void fsync_dir(const std::string& dir) {
-  // fsync(2): "Calling fsync() does not necessarily ensure that the entry in the directory
-  // containing the file has also reached disk. For that an explicit fsync() on a file descriptor
-  // for the directory is also needed." Best effort: some filesystems refuse O_RDONLY dirs.
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 }  // namespace
 
 void write_file_durable(const std::string& path, std::string_view content, std::optional<timespec> mtime) {
-  std::filesystem::path p(path);
-  std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
-  // mkstemp(3) makes a unique name even for several threads of one process (a pid suffix does not).
-  std::string tmpl = dir + "/." + p.filename().string() + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) fail("cannot create a temp file in", dir);
-  auto abandon = [&](const std::string& what) {
-    std::string why = errno_text();
-    ::close(fd);
-    ::unlink(tmpl.c_str());
-    throw Error(ErrorKind::usage, what + " '" + tmpl + "': " + why);
-  };
-  // mkstemp creates 0600; the cache is meant to be readable like any other file of the user.
-  if (::fchmod(fd, 0644) != 0) abandon("cannot chmod");
-  if (!write_all(fd, content)) abandon("cannot write (disk full?)");
-  if (mtime) {
-    timespec times[2] = {*mtime, *mtime};
-    if (::futimens(fd, times) != 0) abandon("cannot set the time of");
-  }
-  // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
-  if (::fsync(fd) != 0) abandon("cannot fsync");
-  if (::close(fd) != 0) {
-    std::string why = errno_text();
-    ::unlink(tmpl.c_str());
-    throw Error(ErrorKind::usage, "cannot close '" + tmpl + "': " + why);
-  }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
-    std::string why = errno_text();
-    ::unlink(tmpl.c_str());
-    throw Error(ErrorKind::usage, "cannot rename '" + tmpl + "' to '" + path + "': " + why);
-  }
-  fsync_dir(dir);
+  // 0644 whatever the umask or the file replaced: the cache is meant to be readable like any
+  // other file of the user.
+  write_file_atomic(path, content, {.sync_dir = true, .mtime = mtime, .mode = 0644});
 }
 
 ReadResult read_file_status(const std::string& path) {

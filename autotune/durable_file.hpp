@@ -9,11 +9,11 @@
 
 namespace flashjit::autotune {
 
-// Writes `content` to a unique temp file in the folder of `path`, fsyncs it, renames it over
-// `path` and fsyncs the folder. Readers see the old file or the new one, never a mix (rename(2):
-// "If newpath already exists, it will be atomically replaced"). `mtime`, when given, is stamped
-// on the file before the rename (the compile cache's LRU clock). Throws Error(usage) naming the
-// path and the errno text; the temp file is removed on failure.
+// write_file_atomic (support/atomic_file.hpp) as the caches need it: the folder fsync'ed after the
+// rename, so an entry survives a crash once this returns; mode 0644; `mtime`, when given, stamped
+// on the file before the rename (the compile cache's LRU clock). Readers see the old file or the
+// new one, never a mix. Throws Error(usage) naming the path and the errno text; the temp file is
+// removed on failure.
 void write_file_durable(const std::string& path, std::string_view content,
                         std::optional<timespec> mtime = std::nullopt);
 

@@ -23,6 +23,7 @@
 
 #include "compiler/codegen/emit.hpp"
 #include "compiler/codegen/target.hpp"
+#include "support/atomic_file.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "support/text.hpp"

@@ -8,6 +8,7 @@
 #include "autotune/durable_file.hpp"
 #include "autotune/tuning_cache.hpp"
 #include "runtime/kernel_cache.hpp"
+#include "support/atomic_file.hpp"
 #include "support/clock.hpp"
 #include "support/json.hpp"
 
@@ -173,7 +174,7 @@ CacheClearSummary clear_cache(const std::string& dir) {
 std::string export_tunings(const std::string& dir) { return tuning_cache(root_or_default(dir)).export_yaml(); }
 
 void export_tunings_to_file(const std::string& path, const std::string& dir) {
-  autotune::write_file_durable(path, export_tunings(dir));
+  write_file_atomic(path, export_tunings(dir), {.sync_dir = true});
 }
 
 TuningImportSummary import_tunings(const std::string& path, const std::string& dir) {

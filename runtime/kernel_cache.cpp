@@ -9,10 +9,10 @@
 
 #include "autotune/compile_cache.hpp"
 #include "autotune/kernel_entry.hpp"
+#include "support/atomic_file.hpp"
 #include "support/hash.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
-#include "support/text.hpp"
 
 namespace flashjit {
 namespace rt {

@@ -1,7 +1,5 @@
 #include "support/text.hpp"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -35,25 +33,6 @@ void make_dirs(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   if (ec) throw Error(ErrorKind::usage, "cannot create directory '" + path + "': " + ec.message());
-}
-
-void write_file_atomic(const std::string& path, std::string_view content) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(ErrorKind::usage, "cannot write '" + tmp + "': " + std::strerror(errno));
-    f.write(content.data(), static_cast<std::streamsize>(content.size()));
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw Error(ErrorKind::usage, "short write to '" + tmp + "' (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw Error(ErrorKind::usage, "cannot rename '" + tmp + "' to '" + path + "': " + why);
-  }
 }
 
 std::string read_file(const std::string& path) {

@@ -10,8 +10,6 @@ namespace flashjit {
 
 std::vector<std::string> split(std::string_view s, char sep);
 std::string trim(std::string_view s);
-// Writes through a temp file in the same folder and rename(), so readers never see half a file.
-void write_file_atomic(const std::string& path, std::string_view content);
 std::string read_file(const std::string& path);
 bool file_exists(const std::string& path);
 void make_dirs(const std::string& path);

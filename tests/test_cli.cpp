@@ -1,6 +1,11 @@
 // The CLI's contract: exit codes, messages, and never clobbering a user's file on failure.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -18,6 +23,13 @@ std::string write(const test::TempDir& d, const std::string& name, const std::st
   std::ofstream(path) << text;
   return path;
 }
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+bool is_char_device(const char* path, struct stat* st) { return ::lstat(path, st) == 0 && S_ISCHR(st->st_mode); }
 
 }  // namespace
 
@@ -197,4 +209,81 @@ TEST_CASE("cli: check --expr prints the canonical expression and its analyses", 
   auto bad = test::run_command(kCli + " check --expr 'q >= kvv'");
   CHECK(bad.code == 2);
   CHECK_THAT(bad.output, Catch::StartsWith("<expr>:1:6: ") && Catch::Contains("^"));
+}
+
+TEST_CASE("cli: compile -o and cache export write a FIFO, then /dev/null, in place and never replace them", "[cli]") {
+  test::TempDir d;
+  const std::string spec = write(d, "s.yaml", "dtype: bf16\nhead_dim: 64\n"), fifo = d.path + "/pipe";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // The reader is bounded: if flashjit never opened the FIFO, `cat` still ends and the test fails.
+  for (const std::string& writer : {kCli + " compile " + spec + " -o " + fifo,
+                                    "FLASHJIT_CACHE_DIR=" + d.path + "/cache " + kCli + " cache export " + fifo}) {
+    auto r =
+        test::run_command("(timeout 60 cat " + fifo + " > " + d.path + "/got & " + writer + "; rc=$?; wait; exit $rc)");
+    INFO(writer << ": " << r.output);
+    REQUIRE(r.code == 0);
+    struct stat st {};
+    REQUIRE((::lstat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
+    CHECK_THAT(slurp(d.path + "/got"), Catch::Contains(".entry") || Catch::Contains("flashjit_tuning_export: 1"));
+  }
+  // Proven on the FIFO, so now /dev/null itself: it stays the same character device.
+  struct stat before {};
+  struct stat after {};
+  if (!is_char_device("/dev/null", &before)) return;
+  auto r = test::run_command(kCli + " compile " + spec + " -o /dev/null");
+  CHECK(r.code == 0);
+  REQUIRE(is_char_device("/dev/null", &after));
+  CHECK(after.st_rdev == before.st_rdev);
+  CHECK(after.st_ino == before.st_ino);
+}
+
+TEST_CASE("cli: compile -o through a symlink writes its target and keeps the link", "[cli]") {
+  test::TempDir d;
+  const std::string spec = write(d, "s.yaml", "dtype: bf16\nhead_dim: 64\n");
+  std::filesystem::create_directory(d.path + "/sub");
+  const std::string target = write(d, "sub/real.ptx", "old\n"), link = d.path + "/link.ptx";
+  REQUIRE(::symlink("sub/real.ptx", link.c_str()) == 0);
+  auto r = test::run_command(kCli + " compile " + spec + " -o " + link);
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(std::filesystem::is_symlink(link));
+  CHECK(std::filesystem::read_symlink(link) == "sub/real.ptx");
+  CHECK_THAT(slurp(target), Catch::Contains(".entry"));
+  // A failed compile leaves the target as it was.
+  auto bad = test::run_command(kCli + " compile " + write(d, "b.yaml", "dtype: fp8\n") + " -o " + link);
+  CHECK(bad.code == 2);
+  CHECK_THAT(slurp(target), Catch::Contains(".entry"));
+  CHECK(std::filesystem::is_symlink(link));
+}
+
+TEST_CASE("cli: a symlink planted at <out>.tmp.<pid> never makes compile -o write its target", "[cli]") {
+  test::TempDir d;
+  const std::string spec = write(d, "s.yaml", "dtype: bf16\nhead_dim: 64\n");
+  const std::string victim = write(d, "victim", "victim\n"), out = d.path + "/out.ptx";
+  // `exec` keeps the shell's pid, so $$ is the pid flashjit runs as: the temp name it once used.
+  auto r =
+      test::run_command("ln -s " + victim + " " + out + ".tmp.$$ && exec " + kCli + " compile " + spec + " -o " + out);
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(slurp(victim) == "victim\n");
+  CHECK_THAT(slurp(out), Catch::Contains(".entry"));
+}
+
+TEST_CASE("cli: a write error on stdout fails every command with a message (exit 1)", "[cli]") {
+  struct stat st {};
+  if (!is_char_device("/dev/full", &st)) return;  // no /dev/full on this system
+  test::TempDir d;
+  const std::string spec = write(d, "g.yaml", "dtype: bf16\nhead_dim: 64\n");
+  for (const std::string& args :
+       std::vector<std::string>{"check " + spec, "compile " + spec, "check --expr 'q >= kv'", "--help", "cache list"}) {
+    auto r = test::run_command("(FLASHJIT_CACHE_DIR=" + d.path + "/cache " + kCli + " " + args + " >/dev/full)");
+    INFO(args << ": " << r.output);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.output, Catch::Contains("flashjit: cannot write to standard output"));
+  }
+  // Output that fits stdio's buffer fails at the final flush, whose errno is the reason given.
+  auto r = test::run_command("(" + kCli + " check " + spec + " >/dev/full)");
+  CHECK_THAT(r.output,
+             Catch::Contains("flashjit: cannot write to standard output: " + std::string(std::strerror(ENOSPC))));
+  REQUIRE(is_char_device("/dev/full", &st));
 }

@@ -57,7 +57,8 @@ std::string read_spec_file(const std::string& path);
 // SPEC path → spec (a missing file or bad YAML is Error(spec)); no path → default_spec().
 AttentionSpec load_spec_arg(const std::optional<std::string>& path);
 int exit_code_for(const Error& e);
-// Writes `text` to `path` through a temp file and rename: a failed run never clobbers the file.
+// Writes `text` to `path` with write_file_atomic: a failed run never clobbers the file, a device
+// or FIFO is written in place and a symlink is written through.
 void write_output(const std::string& path, const std::string& text);
 // "ptxas -v" for sm_90a when ptxas is on PATH (or in $CUDA_HOME/bin, /usr/local/cuda/bin); "" otherwise.
 std::string find_ptxas();

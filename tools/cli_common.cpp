@@ -14,6 +14,7 @@
 #include <regex>
 #include <sstream>
 
+#include "support/atomic_file.hpp"
 #include "tools/cli.hpp"
 
 namespace flashjit::cli {
@@ -131,22 +132,7 @@ int exit_code_for(const Error& e) {
   return kInternal;
 }
 
-void write_output(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw Error(ErrorKind::usage, "cannot write '" + tmp + "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error(ErrorKind::usage, "cannot replace '" + path + "'");
-  }
-}
+void write_output(const std::string& path, const std::string& text) { write_file_atomic(path, text); }
 
 std::string find_ptxas() {
   std::vector<std::string> dirs;
@@ -170,9 +156,15 @@ PtxasReport run_ptxas(const std::string& ptx, const std::string& arch) {
   char dir_template[] = "/tmp/flashjit-ptxas-XXXXXX";
   if (!mkdtemp(dir_template)) return r;
   std::string dir = dir_template, in = dir + "/k.ptx", out = dir + "/k.cubin";
-  { std::ofstream(in) << ptx; }
-  std::string cmd = "'" + ptxas + "' -v -arch=" + arch + " -o '" + out + "' '" + in + "' 2>&1";
   r.ran = true;
+  try {
+    write_file_atomic(in, ptx);
+  } catch (const Error& e) {  // a full /tmp: reported as a ptxas failure, not a truncated input
+    r.log = std::string(e.what()) + "\n";
+    ::rmdir(dir.c_str());
+    return r;
+  }
+  std::string cmd = "'" + ptxas + "' -v -arch=" + arch + " -o '" + out + "' '" + in + "' 2>&1";
   if (FILE* p = popen(cmd.c_str(), "r")) {
     char buf[4096];
     while (size_t n = fread(buf, 1, sizeof buf, p)) r.log.append(buf, n);

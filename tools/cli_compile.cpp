@@ -48,7 +48,8 @@ Command add_compile(CLI::App& app) {
   sub->footer(
       "Compiles SPEC (YAML) and writes the optimised LLVM IR or the PTX to FILE (default stdout).\n"
       "A summary (kernel key, tile config and why, sizes; registers and spills when ptxas is found)\n"
-      "goes to stderr. FILE is replaced only when the compile succeeds.");
+      "goes to stderr. FILE is replaced only when the compile succeeds; a device or FIFO is written\n"
+      "in place, and a symlink is written through to its target.");
   auto a = std::make_shared<CompileArgs>();
   sub->add_option("SPEC", a->spec, "the spec (YAML file)")->type_name("")->required();
   sub->add_option("--emit", a->emit, "what to write")

@@ -1,5 +1,9 @@
 // flashjit CLI entry: one CLI11 app with a subcommand per tools/cli_<name>.cpp; maps parse
-// failures to exit 2 and flashjit::Error kinds to the exit codes of exit_code_for.
+// failures to exit 2, flashjit::Error kinds to the exit codes of exit_code_for, and a failed write
+// to stdout to exit 1.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "tools/cli.hpp"
@@ -78,9 +82,21 @@ int run_command(const Command& c) {
   }
 }
 
-}  // namespace
+// A write error on stdout (a full disk, /dev/full) leaves ferror(3) set or fails the final
+// fflush(3); nothing else reports it, so every command's exit goes through here and fails then.
+// The errno text is known when the final flush is what failed (output under one stdio buffer).
+int checked_stdout(int code) {
+  errno = 0;
+  std::cout.flush();  // std::cout is synced with stdio: this is fflush(stdout)
+  const bool flushed = std::fflush(stdout) == 0;
+  const int why = errno;
+  if (flushed && !std::ferror(stdout) && std::cout.good()) return code;
+  std::cerr << "flashjit: cannot write to standard output"
+            << (why != 0 ? std::string(": ") + std::strerror(why) : std::string()) << "\n";
+  return code == kOk ? kFailure : code;
+}
 
-int main(int argc, char** argv) {
+int run_cli(int argc, char** argv) {
   CLI::App app("flashjit compiles FlashAttention kernels for a spec (YAML) at run time.", "flashjit");
   app.get_formatter()->label("Usage", "usage");
   app.get_formatter()->column_width(34);
@@ -102,3 +118,7 @@ int main(int argc, char** argv) {
   std::cout << app.get_formatter()->make_help(&app, "flashjit", CLI::AppFormatMode::Normal);
   return help->parsed() ? kOk : kUsage;  // no command: the help, as a usage error
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return checked_stdout(run_cli(argc, argv)); }
