@@ -142,7 +142,9 @@ struct CompileOptions {
   std::optional<bool> keep_llvm_ir;
   // The backward pass (Kernel::backward). compile_to_ptx: emit the backward module (dK/dV, dQ and
   // the D pre-pass kernels) instead of the forward. Runtime::compile: compile and load it now, so
-  // its errors surface here; without it, the first Kernel::backward compiles it.
+  // its errors surface here; without it, the first Kernel::backward compiles it (set it when that
+  // first call would be inside a CUDA graph capture: a capture should record launches, not a
+  // compile and a module load).
   bool backward = false;
   std::optional<TileConfig> backward_config;  // empty: the backward's heuristic table
   // Autotuning (Runtime::compile; docs/autotune.md). Without `config`, Kernel::forward picks a tile
