@@ -258,17 +258,22 @@ class Kernel(_Handle):
             _check(lib().fj_block_map_build(self._h, ctypes.byref(a), ctypes.byref(m)), "fj_block_map_build")
             keep.append(_BlockMap(m))
             a.block_map = m
-        fwd = lib().fj_forward
+        return self._launcher("fj_forward", a, keep)
+
+    def _launcher(self, entry, args, keep):
+        """launch(): one call of the C entry `entry` on the prepared struct `args`; `keep` holds the
+        tensors and C arrays the struct points into for as long as launch lives."""
+        fn = getattr(lib(), entry)
         h = self._h
-        ref = ctypes.byref(a)
+        ref = ctypes.byref(args)
 
         def launch():
-            st = fwd(h, ref)
+            st = fn(h, ref)
             if st != FJ_OK:
-                _check(st, "fj_forward")
+                _check(st, entry)
 
-        launch.args = a
-        launch.keep = keep  # the tensors and C arrays the struct points into
+        launch.args = args
+        launch.keep = keep
         return launch
 
     def forward(self, q, k, v, o, **kw):
@@ -303,18 +308,7 @@ class Kernel(_Handle):
             stream = torch.cuda.current_stream().cuda_stream
         a.stream = stream
         a.deterministic = 1 if deterministic else 0
-        bwd = lib().fj_backward
-        h = self._h
-        ref = ctypes.byref(a)
-
-        def launch():
-            st = bwd(h, ref)
-            if st != FJ_OK:
-                _check(st, "fj_backward")
-
-        launch.args = a
-        launch.keep = keep
-        return launch
+        return self._launcher("fj_backward", a, keep)
 
     def backward(self, q, k, v, o, d_o, dq, dk, dv, lse, **kw):
         self.prepare_backward(q, k, v, o, d_o, dq, dk, dv, lse, **kw)()

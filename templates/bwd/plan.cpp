@@ -11,11 +11,6 @@ namespace flashjit {
 
 namespace {
 
-// Registers per thread beyond the accumulators: addresses, LSE and D of the thread's columns,
-// loop control, mask terms (the forward's margins, docs/perf-notes.md §7).
-constexpr int kRegisterOverheadWgmma = 56;
-constexpr int kRegisterOverheadMmaSync = 88;
-
 [[noreturn]] void reject(const TileConfig& c, const std::string& why) {
   throw Error(ErrorKind::spec, "backward tile config " + c.str() + " cannot be built: " + why);
 }
@@ -48,14 +43,9 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
     reject(c, std::string(what) + " needs " + std::to_string(p.shared_bytes) + " bytes of shared memory; " + arch +
                   " allows " + std::to_string(max_shared_bytes(arch)) + " per CTA");
   const int accumulators = p.rows * (acc_cols + 2 * p.cols) / p.threads;
+  // The forward's margins (templates/common/arch_limits.hpp) over the accumulators.
   const int need = accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
-  const int by_smem = sm_shared_bytes(arch) / (p.shared_bytes + kSharedReservedPerCta);
-  p.min_ctas_per_sm = 1;
-  for (int n = by_smem; n > 1; --n)
-    if (std::min(255, 65536 / (n * p.threads) / 8 * 8) >= need) {
-      p.min_ctas_per_sm = n;
-      break;
-    }
+  p.min_ctas_per_sm = ctas_per_sm(arch, p.shared_bytes, p.threads, need);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Per-arch limits every template plans against (CUDA C Programming Guide, "Compute Capabilities").
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 namespace flashjit {
@@ -20,5 +21,21 @@ inline int sm_shared_bytes(const std::string& arch) {
   return 100 * 1024;
 }
 inline constexpr int kSharedReservedPerCta = 1024;
+
+// Registers per thread beyond the accumulators (addresses, softmax state, loop control, mask
+// terms). With 56, the wgmma d = 64 forward (64 + 32 + 16 accumulator registers) fits 168, the
+// budget of 3 CTAs of 128 threads, without spilling under ptxas 13.0 (docs/perf-notes.md §7).
+// mma.sync also holds K and V fragments from ldmatrix, hence more (the d = 160 forward needs 88 to
+// stay spill-free, docs/perf-notes.md §7).
+inline constexpr int kRegisterOverheadWgmma = 56;
+inline constexpr int kRegisterOverheadMmaSync = 88;
+
+// CTAs per SM ptxas must leave room for (.minnctapersm): as many as shared memory allows while the
+// register budget that leaves (64K / (CTAs × threads), at most 255) still holds `need` per thread.
+inline int ctas_per_sm(const std::string& arch, int shared_bytes, int threads, int need) {
+  for (int n = sm_shared_bytes(arch) / (shared_bytes + kSharedReservedPerCta); n > 1; --n)
+    if (std::min(255, 65536 / (n * threads) / 8 * 8) >= need) return n;
+  return 1;
+}
 
 }  // namespace flashjit

@@ -9,24 +9,13 @@ namespace flashjit {
 
 namespace {
 
-// Registers per thread beyond the accumulators (addresses, softmax state, loop control, mask
-// terms). With 56, the wgmma d = 64 kernel (64 + 32 + 16 accumulator registers) fits 168, the
-// budget of 3 CTAs of 128 threads, without spilling under ptxas 13.0 (docs/perf-notes.md §7).
-// mma.sync also holds K and V fragments from ldmatrix, hence more (its d = 160 kernel needs 88 to
-// stay spill-free, docs/perf-notes.md §7).
-constexpr int kRegisterOverheadWgmma = 56;
-constexpr int kRegisterOverheadMmaSync = 88;
-
 int min_ctas_per_sm(const ForwardPlan& p) {
   const TileConfig& c = p.config;
   const AttentionSpec& s = p.attention();
   const int accumulators = (c.block_m * c.block_n + c.block_m * s.head_dim_v +
                             (p.q_in_registers ? c.block_m * s.head_dim_qk / 2 : 0)) / p.threads;
   const int need = accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
-  const int by_smem = sm_shared_bytes(p.target.arch) / (p.shared_bytes + kSharedReservedPerCta);
-  for (int n = by_smem; n > 1; --n)
-    if (std::min(255, 65536 / (n * p.threads) / 8 * 8) >= need) return n;
-  return 1;
+  return ctas_per_sm(p.target.arch, p.shared_bytes, p.threads, need);
 }
 
 [[noreturn]] void reject(const TileConfig& c, const std::string& why) {
