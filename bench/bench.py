@@ -629,6 +629,25 @@ def print_table(records):
             print(f"  {r['name']:15s} {r['suite']} d={r['d']} s={r['s']} {r.get('mask', '')}: {short(r['status'], 160)}")
 
 
+def draw_series(ax, records, metric, title):
+    """One panel: `metric` against the sequence length, a line per backend (flashjit bold)."""
+    by = {}
+    for r in records:
+        if r.get(metric):
+            by.setdefault(r["name"], {})[r["s"]] = r[metric]
+    for name in sorted(by, key=lambda n: (n != "flashjit", n)):
+        xs = sorted(by[name])
+        color = f"C{(['flashjit'] + list(PEERS)).index(name)}" if name in PEERS or name == "flashjit" else None
+        ax.plot(xs, [by[name][x] for x in xs], marker="o", lw=2.5 if name == "flashjit" else 1.2, label=name,
+                color=color)
+    ax.set_xscale("log", base=2)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("seq length")
+    ax.set_ylabel("TFLOP/s")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+
 def plot(records, path):
     try:
         import matplotlib
@@ -651,20 +670,7 @@ def plot(records, path):
     nrow = (len(keys) + ncol - 1) // ncol
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.4 * nrow), squeeze=False)
     for ax, key in zip(axes.flat, keys):
-        by = {}
-        for r in panels[key]:
-            by.setdefault(r["name"], {})[r["s"]] = r["tflops"]
-        for name in sorted(by, key=lambda n: (n != "flashjit", n)):
-            xs = sorted(by[name])
-            color = f"C{(['flashjit'] + list(PEERS)).index(name)}" if name in PEERS or name == "flashjit" else None
-            ax.plot(xs, [by[name][x] for x in xs], marker="o", lw=2.5 if name == "flashjit" else 1.2, label=name,
-                    color=color)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"d={key[0]} mask={key[1]}", fontsize=9)
-        ax.set_xlabel("seq length")
-        ax.set_ylabel("TFLOP/s")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        draw_series(ax, panels[key], "tflops", f"d={key[0]} mask={key[1]}")
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
     fig.suptitle("forward, bf16, 16k tokens, hidden 2048: useful TFLOP/s")

@@ -156,6 +156,10 @@ def main():
         del q, k, v, d_o
         torch.cuda.empty_cache()
 
+    try:
+        plot(records, out / "bench_backward.png")
+    except Exception as e:  # a plot is a convenience: the JSON and the table are the record
+        print(f"plot failed: {type(e).__name__}: {B.short(e, 200)}")
     print("\n| case | backend | fwd | bwd | fwd+bwd | bwd vs FA2 | bwd vs cuDNN | bwd vs Flex |")
     print("|---|---|---|---|---|---|---|---|")
     by_case = {}
@@ -168,6 +172,33 @@ def main():
             print(f"| d={key[1]} s={key[2]} {key[3]}{' ' + key[4] if key[4] else ''} | {name} | "
                   f"{r['fwd_tflops']:.0f} | {r['bwd_tflops']:.0f} | {r['fwdbwd_tflops']:.0f} | " + " | ".join(rel) + " |")
     return 0
+
+
+def plot(records, path):
+    """Forward, backward and forward+backward TFLOP/s against the sequence length: a column per
+    (head dim, mask, score), a row per pass."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:
+        print(f"no plot: {e}")
+        return
+    panels = {}
+    for r in records:
+        panels.setdefault((r["d"], r["mask"] + ("+" + r["score"] if r["score"] else "")), []).append(r)
+    if not panels:
+        return
+    keys = sorted(panels)
+    rows = (("fwd_tflops", "forward"), ("bwd_tflops", "backward"), ("fwdbwd_tflops", "forward+backward"))
+    fig, axes = plt.subplots(len(rows), len(keys), figsize=(4.2 * len(keys), 3.4 * len(rows)), squeeze=False)
+    for col, key in enumerate(keys):
+        for row, (metric, what) in enumerate(rows):
+            B.draw_series(axes[row][col], panels[key], metric, f"{what}: d={key[0]} mask={key[1]}")
+    fig.suptitle("training step, bf16, 16k tokens, hidden 2048: useful TFLOP/s (backward = 2.5x forward FLOPs)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include "compiler/analyzed_spec.hpp"
 #include "compiler/pipeline.hpp"
 #include "flashjit/flashjit.hpp"
+#include "runtime/backward.hpp"
 #include "runtime/context.hpp"
 #include "runtime/dispatch.hpp"
 #include "runtime/kernel_cache.hpp"
@@ -48,6 +49,7 @@ Kernel compile_kernel(const std::shared_ptr<Context>& ctx, const KernelSource& s
   k->ctx = ctx;
   k->spec = source.spec;
   k->source = source;
+  k->dispatch_options = dispatch;
   // Compile cache → (on a miss) LLVM + cuLink → loaded, registers/spills, dumps, the "loaded" log line.
   CompiledModule m = compile_and_load(*ctx, plan_kernel(source.spec, request), source.stages);
   k->compiled = std::move(m.compiled);

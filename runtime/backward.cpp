@@ -1,13 +1,18 @@
-// Kernel::backward: the D pre-pass, then the dK/dV kernel (or its dK and dV halves) and the dQ
-// kernel, on the caller's stream with stream-ordered workspace (capturable in a CUDA graph). No
-// kernel uses atomics, so every call is deterministic (BackwardArgs::deterministic).
+// Kernel::backward: the bucket's module (runtime/backward.hpp), then the D pre-pass, the dK/dV
+// kernel (or its dK and dV halves) and the dQ kernel, on the caller's stream with stream-ordered
+// workspace (capturable in a CUDA graph). No kernel uses atomics, so every call is deterministic
+// (BackwardArgs::deterministic).
 #include "runtime/backward.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <iostream>
 
+#include "runtime/dispatch.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/timing.hpp"
+#include "runtime/tuner.hpp"
 #include "support/log.hpp"
 #include "templates/bwd/backward.hpp"
 
@@ -17,23 +22,23 @@ namespace rt {
 
 BackwardModule::~BackwardModule() { unload_module(*ctx, loaded); }
 
-const BackwardModule& backward_module(const detail::Access::KernelImpl& k) {
-  std::lock_guard<std::mutex> lock(k.backward_mu);
-  if (k.backward) return *k.backward;
+std::shared_ptr<const BackwardModule> load_backward(const std::shared_ptr<Context>& ctx, const KernelSource& source,
+                                                    const std::optional<TileConfig>& config, const char* reason) {
   KernelRequest request;
   request.template_name = "attention_bwd";
-  request.target = k.source.target;
-  request.config = k.source.backward_config;
-  PlannedKernel planned = plan_kernel(k.spec, request);
+  request.target = source.target;
+  request.config = config;
+  PlannedKernel planned = plan_kernel(source.spec, request);
   auto m = std::make_shared<BackwardModule>();
-  m->ctx = k.ctx;
-  m->plan = plan_backward(k.spec, planned.config, planned.target);
-  CompiledModule c = compile_and_load(*k.ctx, planned, k.source.stages);
+  m->ctx = ctx;
+  m->plan = plan_backward(source.spec, planned.config, planned.target);
+  CompiledModule c = compile_and_load(*ctx, planned, source.stages);
   m->compiled = std::move(c.compiled);
+  if (reason) m->compiled.config_reason = reason;
   m->loaded = c.loaded;
   m->registers = c.registers;
   m->spill_bytes = c.spill_bytes;
-  ContextGuard guard(*k.ctx);
+  ContextGuard guard(*ctx);
   const cu::Driver& d = cu::driver();
   const BackwardEntries names = backward_entries(m->plan, m->compiled.entry);
   auto get = [&](const std::string& name, int shared_bytes) {
@@ -45,10 +50,10 @@ const BackwardModule& backward_module(const detail::Access::KernelImpl& k) {
                 "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
     return f;
   };
-  if (m->plan.q.shared_bytes > k.ctx->info.shared_per_block_optin)
+  if (m->plan.q.shared_bytes > ctx->info.shared_per_block_optin)
     throw Error(ErrorKind::spec, "the backward's dQ kernel needs " + std::to_string(m->plan.q.shared_bytes) +
-                                     " bytes of shared memory; " + k.ctx->info.name + " allows " +
-                                     std::to_string(k.ctx->info.shared_per_block_optin) + " per block");
+                                     " bytes of shared memory; " + ctx->info.name + " allows " +
+                                     std::to_string(ctx->info.shared_per_block_optin) + " per block");
   m->dq = get(names.dq, m->plan.q.shared_bytes);
   m->prep = get(names.prep, 0);
   if (!names.map_q.empty()) {
@@ -62,25 +67,115 @@ const BackwardModule& backward_module(const detail::Access::KernelImpl& k) {
   log::info("backward " + m->compiled.key + ": dK/dV kernel " + std::to_string(m->registers) + " registers, " +
             std::to_string(m->spill_bytes) + " bytes local; dQ kernel " + std::to_string(m->dq_registers) +
             " registers, " + std::to_string(m->dq_spill_bytes) + " bytes local");
-  k.backward = m;
+  return m;
+}
+
+namespace {
+
+BackwardState& state(const detail::Access::KernelImpl& k) {
+  if (!k.backward) k.backward = std::make_unique<BackwardState>();
+  return *k.backward;
+}
+
+const BackwardModule& base_locked(const detail::Access::KernelImpl& k) {
+  BackwardState& s = state(k);
+  if (!s.base) {
+    s.base = load_backward(k.ctx, k.source, k.source.backward_config);
+    s.by_config.emplace(s.base->compiled.config.str(), s.base);
+  }
+  return *s.base;
+}
+
+// The config for a bucket without a module yet, and why: a stored tuning, a tuning now, or the base's.
+TileConfig decide(const detail::Access::KernelImpl& k, const BackwardArgs& args, const autotune::TuningKey& key,
+                  autotune::TuneMode mode, std::string* why) {
+  const BackwardModule& base = base_locked(k);
+  const std::string bucket = key.bucket.str();
+  if (std::optional<autotune::TuningEntry> e = lookup_tuning(k.ctx->info, *k.spec, key)) {
+    *why = tuned_reason(e->date, e->mode, e->median_ms, bucket);
+    return e->best;
+  }
+  if (!k.dispatch_options.tune_on_first_use) {
+    *why = base.compiled.config_reason + "; no stored backward tuning for bucket " + bucket;
+    return base.compiled.config;
+  }
+  try {
+    ContextGuard guard(*k.ctx);
+    // The caller's tensors feed the mask: let the work that produces them finish first.
+    cu::check(cu::driver().cuStreamSynchronize(static_cast<cu::CUstream>(args.stream)), "cuStreamSynchronize");
+    TuneJob job;
+    job.source = k.source;
+    job.backward = true;
+    job.shape = args;
+    job.mode = mode;
+    job.deadline_s = k.dispatch_options.tune_deadline_s;
+    job.progress = &std::cerr;
+    job.params = args.params;
+    job.buffers = args.buffers;
+    log::info("autotune on first use of backward bucket " + bucket);
+    TuneOutcome o = tune_shape(k.ctx, job);
+    if (o.result.measured) {
+      *why = tuned_reason(o.date, std::string(autotune::tune_mode_name(mode)) + " now", o.result.best_m.median_ms, bucket);
+      return o.result.best;
+    }
+    *why = base.compiled.config_reason + "; tuning found no working backward config for bucket " + bucket + ": " +
+           o.result.summary;
+  } catch (const std::exception& e) {
+    *why = base.compiled.config_reason + "; tuning backward bucket " + bucket + " failed: " + e.what();
+  }
+  log::warn("autotune: " + *why);
+  return base.compiled.config;
+}
+
+}  // namespace
+
+const BackwardModule& backward_base(const detail::Access::KernelImpl& k) {
+  std::lock_guard<std::mutex> lock(k.backward_mu);
+  return base_locked(k);
+}
+
+const BackwardModule& backward_for(const detail::Access::KernelImpl& k, const BackwardArgs& args) {
+  std::lock_guard<std::mutex> lock(k.backward_mu);
+  const BackwardModule& base = base_locked(k);
+  if (k.source.backward_config) return base;
+  const autotune::TuneMode mode = tune_mode(k.dispatch_options.autotune);
+  if (mode == autotune::TuneMode::off) return base;
+  const autotune::TuningKey key = tuning_key(*k.spec, args, /*backward=*/true);
+  const std::string bucket = key.bucket.str();
+  BackwardState& s = state(k);
+  if (auto it = s.by_bucket.find(bucket); it != s.by_bucket.end()) return *it->second;
+  if (stream_capturing(*k.ctx, args.stream)) {
+    // As Kernel::forward: no tuning or module load inside a capture; the bucket stays undecided.
+    log::warn("autotune: backward bucket " + bucket + " not decided: the stream is capturing a CUDA graph "
+              "(run one backward before capturing, or `flashjit tune --backward`)");
+    return base;
+  }
+  std::string why;
+  const TileConfig config = decide(k, args, key, mode, &why);
+  std::shared_ptr<const BackwardModule> m = s.base;
+  if (auto it = s.by_config.find(config.str()); it != s.by_config.end()) {
+    m = it->second;
+  } else {
+    try {
+      m = load_backward(k.ctx, k.source, config, "tuned");
+      s.by_config.emplace(config.str(), m);
+    } catch (const std::exception& e) {
+      why = base.compiled.config_reason + "; the tuned backward config " + config.str() + " could not be loaded: " +
+            e.what();
+      log::warn("autotune: " + why);
+    }
+  }
+  s.by_bucket.emplace(bucket, m);
+  log::info("backward bucket " + bucket + " of " + base.compiled.key + ": config " + m->compiled.config.str() + " (" +
+            why + ")");
   return *m;
 }
 
-}  // namespace rt
-
-const CompiledKernel& Kernel::backward_compiled() const {
-  return rt::backward_module(detail::Access::impl(*this, "backward_compiled")).compiled;
-}
-
-void Kernel::backward(const BackwardArgs& args) const {
-  const Impl& k = detail::Access::impl(*this, "backward");
-  rt::BackwardLaunch launch;
-  rt::pack_backward(*k.spec, args, launch);
-  if (args.batch == 0 || (args.seq_q == 0 && args.seq_kv == 0)) return;
-  const rt::BackwardModule& m = rt::backward_module(k);
+void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const BackwardArgs& args,
+                     BackwardLaunch& launch) {
   const BackwardPlan& plan = m.plan;
   auto stream = static_cast<cu::CUstream>(args.stream);
-  rt::ContextGuard guard(*k.ctx);
+  ContextGuard guard(*m.ctx);
   const cu::Driver& d = cu::driver();
   const size_t rows = size_t(args.batch * args.heads_q * args.seq_q);
   cu::CUdeviceptr delta = 0;
@@ -94,7 +189,7 @@ void Kernel::backward(const BackwardArgs& args) const {
     maps.push_back(p);
     return reinterpret_cast<int32_t*>(p);
   };
-  const BlockMapPolicy& policy = k.spec->block_map;
+  const BlockMapPolicy& policy = spec.block_map;
   const size_t n_maps = size_t(policy.per_batch ? args.batch : 1) * size_t(policy.per_head ? args.heads_q : 1);
   auto ceil_div = [](int64_t n, int d_) { return size_t((n + d_ - 1) / d_); };
   if (m.map_q) {
@@ -129,6 +224,26 @@ void Kernel::backward(const BackwardArgs& args) const {
       "cuLaunchKernel(backward dQ)");
   cu::check(d.cuMemFreeAsync(delta, stream), "cuMemFreeAsync(backward workspace)");
   for (cu::CUdeviceptr p : maps) cu::check(d.cuMemFreeAsync(p, stream), "cuMemFreeAsync(backward block map)");
+}
+
+}  // namespace rt
+
+const CompiledKernel& Kernel::backward_compiled() const {
+  return rt::backward_base(detail::Access::impl(*this, "backward_compiled")).compiled;
+}
+
+const CompiledKernel& Kernel::backward_compiled(const ProblemShape& shape) const {
+  BackwardArgs args;
+  static_cast<ProblemShape&>(args) = shape;
+  return rt::backward_for(detail::Access::impl(*this, "backward_compiled"), args).compiled;
+}
+
+void Kernel::backward(const BackwardArgs& args) const {
+  const Impl& k = detail::Access::impl(*this, "backward");
+  rt::BackwardLaunch launch;
+  rt::pack_backward(*k.spec, args, launch);
+  if (args.batch == 0 || (args.seq_q == 0 && args.seq_kv == 0)) return;
+  rt::launch_backward(rt::backward_for(k, args), *k.spec, args, launch);
 }
 
 double Runtime::time_backward(const Kernel& kernel, const BackwardArgs& args, int warmup, int reps) const {

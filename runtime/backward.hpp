@@ -1,10 +1,15 @@
-// The backward module of a Kernel: compiled (through the compile cache) and loaded on first use,
-// then shared read-only by every Kernel::backward call.
+// The backward modules of a Kernel: one per tile config, compiled (through the compile cache) and
+// loaded on first use, then shared read-only; and the config of each shape bucket (given, stored
+// tuning, tuned on first use, or the heuristic), chosen as Kernel::forward's dispatch chooses.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "runtime/handles.hpp"
+#include "runtime/launch.hpp"
 #include "runtime/module.hpp"
 #include "templates/bwd/plan.hpp"
 
@@ -23,7 +28,31 @@ struct BackwardModule {
   ~BackwardModule();
 };
 
-// The kernel's backward module, compiling and loading it under Kernel::Impl::backward_mu the first time.
-const BackwardModule& backward_module(const detail::Access::KernelImpl& k);
+// Compiles (compile cache first) and loads the backward of `source.spec` with `config`, the
+// backward heuristic's when empty. Error(spec) when a kernel needs more shared memory than the
+// device allows per block. `reason` replaces the plan's config_reason when given ("tuned").
+std::shared_ptr<const BackwardModule> load_backward(const std::shared_ptr<Context>& ctx, const KernelSource& source,
+                                                    const std::optional<TileConfig>& config,
+                                                    const char* reason = nullptr);
+
+// The D pre-pass (after the block maps, for masks that have them), then the dK/dV kernel (or its
+// dK and dV halves) and the dQ kernel, on args.stream with stream-ordered workspace. `launch` is
+// the call's pack_backward result; its workspace slots are filled here.
+void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const BackwardArgs& args,
+                     BackwardLaunch& launch);
+
+// A Kernel's backward modules and per-bucket choices; guarded by Kernel::Impl::backward_mu.
+struct BackwardState {
+  std::shared_ptr<const BackwardModule> base;  // CompileOptions::backward_config or the heuristic
+  std::map<std::string, std::shared_ptr<const BackwardModule>> by_config;  // config name → module
+  std::map<std::string, std::shared_ptr<const BackwardModule>> by_bucket;  // bucket text → module
+};
+
+// The kernel's base backward module (loaded now if it was not yet).
+const BackwardModule& backward_base(const detail::Access::KernelImpl& k);
+// The module for this call's shape bucket: the base when CompileOptions::backward_config was set
+// or autotune is off; else the bucket's stored tuning, or one tuned now (FLASHJIT_AUTOTUNE
+// quick/full with tune_on_first_use, not while the stream captures a graph), else the base.
+const BackwardModule& backward_for(const detail::Access::KernelImpl& k, const BackwardArgs& args);
 
 }  // namespace flashjit::rt

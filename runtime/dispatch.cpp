@@ -1,6 +1,5 @@
 #include "runtime/dispatch.hpp"
 
-#include <cstdio>
 #include <iostream>
 
 #include "runtime/tuner.hpp"
@@ -10,23 +9,11 @@ namespace flashjit::rt {
 
 using autotune::TuneMode;
 
-namespace {
-
-std::string ms3(double ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", ms);
-  return buf;
-}
-
-// Whether `stream` is capturing a CUDA graph. An error (e.g. the legacy stream while another
-// stream captures in global mode) counts as capturing: tuning then would break the capture.
 bool stream_capturing(const Context& ctx, void* stream) {
   ContextGuard guard(ctx);
   int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
   return cu::driver().cuStreamIsCapturing(static_cast<cu::CUstream>(stream), &status) != cu::CUDA_SUCCESS || status != 0;
 }
-
-}  // namespace
 
 struct KernelDispatch::Loaded {
   std::shared_ptr<Context> ctx;
@@ -81,7 +68,7 @@ TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::Tunin
     return base_->config;
   }
   if (std::optional<autotune::TuningEntry> e = lookup_tuning(info, *source_.spec, key)) {
-    *why = "tuned " + e->date + " (" + e->mode + ", " + ms3(e->median_ms) + " ms median for bucket " + bucket + ")";
+    *why = tuned_reason(e->date, e->mode, e->median_ms, bucket);
     return e->best;
   }
   if (!dispatch_.tune_on_first_use) {
@@ -103,8 +90,7 @@ TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::Tunin
     log::info("autotune on first use of bucket " + bucket + " (FLASHJIT_AUTOTUNE=" + autotune::tune_mode_name(mode_) + ")");
     TuneOutcome o = tune_shape(ctx_, job);
     if (o.result.measured) {
-      *why = "tuned " + o.date + " (" + autotune::tune_mode_name(mode_) + " now, " + ms3(o.result.best_m.median_ms) +
-             " ms median for bucket " + bucket + ")";
+      *why = tuned_reason(o.date, std::string(autotune::tune_mode_name(mode_)) + " now", o.result.best_m.median_ms, bucket);
       return o.result.best;
     }
     *why = base_->config_reason + "; tuning found no working config for bucket " + bucket + ": " + o.result.summary;

@@ -17,6 +17,10 @@
 
 namespace flashjit::rt {
 
+// Whether `stream` is capturing a CUDA graph. An error (e.g. the legacy stream while another
+// stream captures in global mode) counts as capturing: tuning then would break the capture.
+bool stream_capturing(const Context& ctx, void* stream);
+
 // Owned by a Kernel. `base` is the kernel Runtime::compile built (heuristic or given config); the
 // dispatch borrows it and owns the modules of other configs it loads. select() takes a shared lock
 // for the lookup (an exclusive one only to add a bucket); the launch that follows is lock-free.

@@ -44,16 +44,17 @@ struct FLASHJIT_HIDDEN Runtime::Impl {
 };
 
 namespace rt {
-struct BackwardModule;  // runtime/backward.hpp
+struct BackwardState;  // runtime/backward.hpp
 }  // namespace rt
 
 struct FLASHJIT_HIDDEN Kernel::Impl {
   std::shared_ptr<rt::Context> ctx;
   AnalyzedSpecPtr spec;  // parsed, checked and analysed once; every launch reads it
   rt::KernelSource source;
-  // The backward module, compiled on first use under the mutex, then read-only.
+  rt::DispatchOptions dispatch_options;  // how Kernel::forward and Kernel::backward pick configs
+  // The backward's modules and per-bucket choices, made on first use under the mutex.
   mutable std::mutex backward_mu;
-  mutable std::shared_ptr<const rt::BackwardModule> backward;
+  mutable std::unique_ptr<rt::BackwardState> backward;
   CompiledKernel compiled;
   rt::LoadedModule loaded;
   int registers = 0, spill_bytes = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace flashjit::rt {
 
@@ -35,6 +36,12 @@ float EventTimer::time(cu::CUstream stream, const std::function<void()>& launch)
   float ms = 0;
   cu::check(d.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
   return ms;
+}
+
+std::string format_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", ms);
+  return buf;
 }
 
 double quantile(const std::vector<float>& sorted, double p) {

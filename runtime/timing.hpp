@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "runtime/context.hpp"
@@ -23,6 +24,9 @@ class EventTimer {
   const Context& ctx_;
   cu::CUevent start_ = nullptr, stop_ = nullptr;
 };
+
+// "1.234": milliseconds as the tuner's reports and log lines print them.
+std::string format_ms(double ms);
 
 // The value at quantile p (0..1) of sorted samples.
 double quantile(const std::vector<float>& sorted, double p);

@@ -13,11 +13,6 @@ namespace flashjit::rt {
 
 namespace {
 
-// A few spilled registers stay in L1 and can cost less than what the config gains: on the H200,
-// bm128_bn64_w4_s2 at d=128 spills 24 B and runs 8% faster than any spill-free config
-// (docs/perf-notes.md §4). Larger spills are pruned untimed; small ones are measured.
-constexpr int kMaxTunedSpillBytes = 64;
-
 // Every config must compute what the first one measured computed (the heuristic's, when it
 // builds) on input set 0: a fast wrong kernel must never win. Two correct kernels differ by their
 // rounding, a few bf16/fp16 ulps of |O| ≤ max|V| ≈ 1.73 here; 0.1 is far above that and far below
@@ -28,13 +23,79 @@ constexpr float kMaxOutputDifference = 0.1f;
 constexpr size_t kMaxCheckedOutputs = size_t(1) << 22;
 constexpr size_t kSet0Output = 3;  // buffers_ holds q, k, v, o, lse of each set in turn
 
-std::string ms3(double ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", ms);
-  return buf;
-}
 
 }  // namespace
+
+std::optional<std::string> prune_loaded(int registers, int spill_bytes, int threads, const char* what) {
+  if (spill_bytes > kMaxTunedSpillBytes)
+    return std::string(what) + "spills " + std::to_string(spill_bytes) + " bytes (more than the " +
+           std::to_string(kMaxTunedSpillBytes) + " a tuned config may)";
+  if (int64_t(registers) * threads > 65536)
+    return std::string(what) + std::to_string(registers) + " registers × " + std::to_string(threads) +
+           " threads exceed the 65536 registers of an SM";
+  return std::nullopt;
+}
+
+size_t input_set_count(size_t set_bytes, const DeviceInfo& info) {
+  const size_t l2 = size_t(std::max(info.l2_bytes, 1 << 20));
+  size_t n_sets = std::clamp<size_t>(l2 / std::max<size_t>(set_bytes, 1) + 2, 2, 32);
+  while (n_sets > 2 && n_sets * set_bytes > (size_t(8) << 30)) --n_sets;
+  return n_sets;
+}
+
+std::vector<uint16_t> random_halves(size_t n, DType dtype, uint64_t seed) {
+  std::vector<uint16_t> host(n);
+  uint64_t x = seed | 1;
+  for (auto& h : host) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    h = ref::to_half_bits(float(double(x >> 11) / double(1ull << 53) * 3.4641 - 1.7320), dtype);
+  }
+  return host;
+}
+
+std::vector<BufferArg> job_tensors(const Runtime& runtime, const TuneJob& job, std::vector<DeviceBuffer>& keep) {
+  const AttentionSpec& spec = job.source.spec->spec;
+  std::vector<BufferArg> tensors = job.buffers;
+  if (!tensors.empty() || spec.tensors.empty()) return tensors;
+  ref::Problem p;
+  p.spec = spec;
+  static_cast<ProblemShape&>(p) = job.shape;
+  ref::fill_spec_tensors(p, 1);
+  for (const ref::HostTensor& t : p.tensors) {
+    const bool i32 = !t.i32.empty() || t.f32.empty();
+    const size_t n = i32 ? t.i32.size() : t.f32.size();
+    DeviceBuffer b = runtime.alloc(n * 4);
+    b.upload(i32 ? static_cast<const void*>(t.i32.data()) : t.f32.data(), n * 4);
+    tensors.push_back({t.name, b.data(), int64_t(n)});
+    keep.push_back(std::move(b));
+  }
+  return tensors;
+}
+
+DeviceBuffer alloc_l2_flush(const Runtime& runtime, const DeviceInfo& info) {
+  return runtime.alloc(std::max<size_t>(2 * size_t(std::max(info.l2_bytes, 1 << 20)), 8 << 20));
+}
+
+autotune::Measurement time_candidate(const TuneJob& job, EventTimer& timer, DeviceBuffer& flush,
+                                     const std::function<void(int)>& launch) {
+  const cu::Driver& d = cu::driver();
+  const int reps = job.reps > 0 ? job.reps : job.mode == autotune::TuneMode::full ? 20 : 10;
+  std::vector<float> ms;
+  for (int r = 0; r < reps; ++r) {
+    // Evict the inputs from L2: the next launch reads them from HBM, as in a real model step.
+    cu::check(d.cuMemsetD8(reinterpret_cast<cu::CUdeviceptr>(flush.data()), static_cast<unsigned char>(r), flush.size()),
+              "cuMemsetD8(L2 flush)");
+    ms.push_back(timer.time(nullptr, [&] { launch(r); }));
+    if (r == 2 && ms[0] > 200) break;  // a very slow config: three samples tell enough
+  }
+  std::sort(ms.begin(), ms.end());
+  autotune::Measurement m;
+  m.ok = true;
+  m.median_ms = quantile(ms, 0.5);
+  m.p20_ms = quantile(ms, 0.2);
+  m.p80_ms = quantile(ms, 0.8);
+  return m;
+}
 
 TuneBench::TuneBench(const Runtime& runtime, std::shared_ptr<Context> ctx, const TuneJob& job)
     : runtime_(runtime), ctx_(std::move(ctx)), job_(job) {}
@@ -92,13 +153,7 @@ std::optional<std::string> TuneBench::prune(const TileConfig& c) {
   std::string why;
   const Kernel* k = kernel(c, &why);
   if (!k) return "does not compile: " + why;
-  if (k->spill_bytes() > kMaxTunedSpillBytes)
-    return "spills " + std::to_string(k->spill_bytes()) + " bytes (more than the " +
-           std::to_string(kMaxTunedSpillBytes) + " a tuned config may)";
-  if (int64_t(k->registers()) * facts.threads > 65536)
-    return std::to_string(k->registers()) + " registers × " + std::to_string(facts.threads) +
-           " threads exceed the 65536 registers of an SM";
-  return std::nullopt;
+  return prune_loaded(k->registers(), k->spill_bytes(), facts.threads, "");
 }
 
 autotune::Measurement TuneBench::measure(const TileConfig& c) {
@@ -120,21 +175,7 @@ autotune::Measurement TuneBench::measure(const TileConfig& c) {
       m.failure_reason = *wrong;
       return m;
     }
-    const int reps = job_.reps > 0 ? job_.reps : job_.mode == autotune::TuneMode::full ? 20 : 10;
-    std::vector<float> ms;
-    for (int r = 0; r < reps; ++r) {
-      // Evict the inputs from L2: the next launch reads them from HBM, as in a real model step.
-      cu::check(d.cuMemsetD8(reinterpret_cast<cu::CUdeviceptr>(flush_.data()), static_cast<unsigned char>(r),
-                             flush_.size()),
-                "cuMemsetD8(L2 flush)");
-      ms.push_back(timer_->time(nullptr, [&] { k->forward(sets_[r % sets_.size()]); }));
-      if (r == 2 && ms[0] > 200) break;  // a very slow config: three samples tell enough
-    }
-    std::sort(ms.begin(), ms.end());
-    m.ok = true;
-    m.median_ms = quantile(ms, 0.5);
-    m.p20_ms = quantile(ms, 0.2);
-    m.p80_ms = quantile(ms, 0.8);
+    m = time_candidate(job_, *timer_, flush_, [&](int r) { k->forward(sets_[r % sets_.size()]); });
   } catch (const Error& e) {
     m = autotune::Measurement{};
     m.failure_reason = std::string("launch failed: ") + e.what();
@@ -163,8 +204,8 @@ std::optional<std::string> TuneBench::check_output(const TileConfig& c) {
     worst = std::max(worst, diff);
   }
   if (worst <= kMaxOutputDifference) return std::nullopt;
-  return "wrong output: differs from " + baseline_name_ + "'s by " + ms3(worst) + " (more than " +
-         ms3(kMaxOutputDifference) + ")";
+  return "wrong output: differs from " + baseline_name_ + "'s by " + format_ms(worst) + " (more than " +
+         format_ms(kMaxOutputDifference) + ")";
 }
 
 void TuneBench::setup() {
@@ -176,18 +217,8 @@ void TuneBench::setup() {
                nv = size_t(j.batch * j.seq_kv * j.heads_kv * dv), no = size_t(j.batch * j.seq_q * j.heads_q * dv);
   const size_t nlse = size_t(j.batch * j.heads_q * j.seq_q);
   const size_t set_bytes = 2 * (nq + nk + nv + no) + 4 * nlse;
-  const size_t l2 = size_t(std::max(ctx_->info.l2_bytes, 1 << 20));
-  // Enough sets that one round over them exceeds the L2 (each launch then starts cold even
-  // without the flush), at least 2, at most 32 and 8 GiB.
-  size_t n_sets = std::clamp<size_t>(l2 / std::max<size_t>(set_bytes, 1) + 2, 2, 32);
-  while (n_sets > 2 && n_sets * set_bytes > (size_t(8) << 30)) --n_sets;
-  // Random N(0,1)-like values (uniform of the same variance is enough for timing).
-  std::vector<uint16_t> host(std::max({nq, nk, nv}));
-  uint64_t x = 0x9E3779B97F4A7C15ull;
-  for (auto& h : host) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    h = ref::to_half_bits(float(double(x >> 11) / double(1ull << 53) * 3.4641 - 1.7320), spec.dtype);
-  }
+  const size_t n_sets = input_set_count(set_bytes, ctx_->info);
+  const std::vector<uint16_t> host = random_halves(std::max({nq, nk, nv}), spec.dtype, 0x9E3779B97F4A7C15ull);
   for (size_t s = 0; s < n_sets; ++s) {
     DeviceBuffer q = runtime_.alloc(nq * 2), k = runtime_.alloc(nk * 2), v = runtime_.alloc(nv * 2),
                  o = runtime_.alloc(no * 2), lse = runtime_.alloc(nlse * 4);
@@ -205,25 +236,10 @@ void TuneBench::setup() {
     sets_.push_back(a);
     for (DeviceBuffer* b : {&q, &k, &v, &o, &lse}) buffers_.push_back(std::move(*b));  // set 0's o: kSet0Output
   }
-  // The spec's tensors: the caller's, else random contents of the declared shapes.
-  std::vector<BufferArg> tensors = job_.buffers;
-  if (tensors.empty() && !spec.tensors.empty()) {
-    ref::Problem p;
-    p.spec = spec;
-    static_cast<ProblemShape&>(p) = j;
-    ref::fill_spec_tensors(p, 1);
-    for (const ref::HostTensor& t : p.tensors) {
-      const bool i32 = !t.i32.empty() || t.f32.empty();
-      const size_t n = i32 ? t.i32.size() : t.f32.size();
-      DeviceBuffer b = runtime_.alloc(n * 4);
-      b.upload(i32 ? static_cast<const void*>(t.i32.data()) : t.f32.data(), n * 4);
-      tensors.push_back({t.name, b.data(), int64_t(n)});
-      buffers_.push_back(std::move(b));
-    }
-  }
+  const std::vector<BufferArg> tensors = job_tensors(runtime_, job_, buffers_);
   for (ForwardArgs& a : sets_) a.buffers = tensors;
   out_elems_ = no;
-  flush_ = runtime_.alloc(std::max<size_t>(2 * l2, 8 << 20));
+  flush_ = alloc_l2_flush(runtime_, ctx_->info);
   timer_ = std::make_unique<EventTimer>(*ctx_);
   log::debug("autotune: " + std::to_string(n_sets) + " input sets of " + std::to_string(set_bytes) +
              " bytes, L2 flush " + std::to_string(flush_.size()) + " bytes");

@@ -7,6 +7,7 @@
 
 #include "autotune/tuning_cache.hpp"
 #include "runtime/kernel_cache.hpp"
+#include "runtime/timing.hpp"
 #include "runtime/tune_bench.hpp"
 #include "support/clock.hpp"
 #include "support/knobs.hpp"
@@ -60,8 +61,8 @@ TuneMode tune_mode(const std::optional<std::string>& value) {
   return autotune::parse_tune_mode(value ? *value : knob::get("FLASHJIT_AUTOTUNE"));
 }
 
-autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s) {
-  return {spec.spec_hash, autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
+autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s, bool backward) {
+  return {backward ? "bwd-" + spec.spec_hash : spec.spec_hash, autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
                                                     spec.spec.head_dim_v)};
 }
 
@@ -101,26 +102,31 @@ std::optional<autotune::TuningEntry> lookup_tuning(const DeviceInfo& device, con
   return memo().emplace(mk, e).first->second;
 }
 
+std::string tuned_reason(const std::string& date, const std::string& mode, double median_ms, const std::string& bucket) {
+  return "tuned " + date + " (" + mode + ", " + format_ms(median_ms) + " ms median for bucket " + bucket + ")";
+}
+
 TuneOutcome tune_shape(const std::shared_ptr<Context>& ctx, const TuneJob& job) {
   ContextGuard guard(*ctx);
   const Runtime runtime = Runtime::create(ctx->info.ordinal);  // allocations in this context: it is current
-  const KernelTemplate& kernel_template = find_template("attention_fwd");
+  const KernelTemplate& kernel_template = find_template(job.backward ? "attention_bwd" : "attention_fwd");
   const AnalyzedSpec& spec = *job.source.spec;
   TuneOutcome out;
   out.gpu = autotune::gpu_identity(ctx->info);
-  out.key = tuning_key(spec, job.shape);
+  out.key = tuning_key(spec, job.shape, job.backward);
   out.heuristic = kernel_template.heuristic(spec, job.source.target, nullptr);
-  TuneBench bench(runtime, ctx, job);
+  std::unique_ptr<CandidateBench> bench = job.backward ? make_backward_bench(runtime, ctx, job)
+                                                       : std::make_unique<TuneBench>(runtime, ctx, job);
   autotune::SearchOptions so;
   so.mode = job.mode;
   so.heuristic = out.heuristic;
   so.deadline_s = job.deadline_s;
   so.progress = job.progress;
   autotune::SearchCallbacks cb;
-  cb.prune = [&](const TileConfig& c) { return bench.prune(c); };
-  cb.fingerprint = [&](const TileConfig& c) { return bench.fingerprint(c); };
-  cb.measure = [&](const TileConfig& c) { return bench.measure(c); };
-  log::info("autotune " + std::string(autotune::tune_mode_name(job.mode)) + ": " +
+  cb.prune = [&](const TileConfig& c) { return bench->prune(c); };
+  cb.fingerprint = [&](const TileConfig& c) { return bench->fingerprint(c); };
+  cb.measure = [&](const TileConfig& c) { return bench->measure(c); };
+  log::info("autotune " + std::string(autotune::tune_mode_name(job.mode)) + (job.backward ? " (backward)" : "") + ": " +
             (spec.spec.name.empty() ? "spec " + out.key.spec_hash : spec.spec.name) + " bucket " +
             out.key.bucket.str() + " on " + ctx->info.name);
   out.result = autotune::run_search(search_space_for(spec, kernel_template), so, cb);

@@ -20,7 +20,12 @@ namespace flashjit::rt {
 // FLASHJIT_AUTOTUNE, or `value` when given ("off" | "quick" | "full"; Error(usage) otherwise).
 autotune::TuneMode tune_mode(const std::optional<std::string>& value = std::nullopt);
 
-autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& shape);
+// The backward's tunings are filed under "bwd-<spec hash>": a flashjit that knows no backward
+// tunings never mistakes one for a forward's.
+autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& shape, bool backward = false);
+
+// "tuned <date> (<mode>, <ms> ms median for bucket <bucket>)": why a bucket runs a tuned config.
+std::string tuned_reason(const std::string& date, const std::string& mode, double median_ms, const std::string& bucket);
 
 // The search space: the spec's `tune` section where it gives a list, the template's defaults for
 // the rest; enumerated through the template's structural rule (KernelTemplate::check_shape).
@@ -34,6 +39,7 @@ std::optional<autotune::TuningEntry> lookup_tuning(const DeviceInfo& device, con
 // One shape to tune.
 struct TuneJob {
   KernelSource source;
+  bool backward = false;              // tune the backward's configs (attention_bwd), not the forward's
   ProblemShape shape;
   autotune::TuneMode mode = autotune::TuneMode::quick;
   std::optional<double> deadline_s;

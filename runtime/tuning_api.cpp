@@ -65,6 +65,7 @@ TuneReport tune(const Runtime& runtime, const AttentionSpec& spec, const Problem
   job.buffers = o.buffers;
   job.store = o.store;
   job.reps = o.reps;
+  job.backward = o.backward;
   const rt::TuneOutcome out = rt::tune_shape(detail::Access::context(runtime, "tune"), job);
   TuneReport r;
   r.shape = shape;
@@ -97,10 +98,12 @@ std::string tune_reports_json(const std::vector<TuneReport>& reports) {
   return text + "\n";
 }
 
-std::optional<TileConfig> stored_tuning(const Runtime& runtime, const AttentionSpec& spec, const ProblemShape& shape) {
+std::optional<TileConfig> stored_tuning(const Runtime& runtime, const AttentionSpec& spec, const ProblemShape& shape,
+                                        bool backward) {
   const AnalyzedSpecPtr a = analyze_spec(spec);
   const DeviceInfo& info = detail::Access::context(runtime, "stored_tuning")->info;
-  if (std::optional<autotune::TuningEntry> e = rt::lookup_tuning(info, *a, rt::tuning_key(*a, shape))) return e->best;
+  if (std::optional<autotune::TuningEntry> e = rt::lookup_tuning(info, *a, rt::tuning_key(*a, shape, backward)))
+    return e->best;
   return std::nullopt;
 }
 

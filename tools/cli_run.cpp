@@ -190,7 +190,7 @@ bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p
     verdict = vd.message;
   }
   const double ms = rt.time_backward(kernel, b, 3, a.reps);
-  const CompiledKernel& ck = kernel.backward_compiled();
+  const CompiledKernel& ck = kernel.backward_compiled(p);  // the module this shape's calls ran
   std::cout << "backward " << ck.key << " " << ck.description << " (" << ck.config_reason << ")\n"
             << "verify   " << verdict << "\n"
             << std::fixed << std::setprecision(3) << "time     " << ms << " ms backward (median)\n"

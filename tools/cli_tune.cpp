@@ -86,6 +86,7 @@ struct TuneArgs {
   std::string mode;  // "" → TuneOptions' default (FLASHJIT_AUTOTUNE)
   double deadline_s = 0;  // 0: none
   bool json = false;
+  bool backward = false;
   int device = 0;
 };
 
@@ -93,6 +94,7 @@ int tune_command(const TuneArgs& a) {
   const std::vector<ProblemShape> shapes = parse_tune_shapes(a.shapes);
   TuneOptions options;
   options.mode = a.mode;
+  options.backward = a.backward;
   if (a.deadline_s > 0) options.deadline_s = a.deadline_s;
   // The spec first: its errors are exit 2 with or without a GPU.
   AttentionSpec spec = load_spec_arg(a.spec);
@@ -107,7 +109,7 @@ int tune_command(const TuneArgs& a) {
     return kNoGpu;
   }
   const DeviceInfo& info = rt->device();
-  std::cerr << "tuning " << (spec.name.empty() ? a.spec : spec.name) << " on " << info.name << " (" << info.arch()
+  std::cerr << "tuning " << (a.backward ? "the backward of " : "") << (spec.name.empty() ? a.spec : spec.name) << " on " << info.name << " (" << info.arch()
             << ", driver " << info.driver_version << "), " << shapes.size() << " shape(s); cache " << cache_dir() << "\n";
   options.progress = &std::cerr;
   std::vector<TuneReport> reports;
@@ -135,6 +137,7 @@ Command add_tune(CLI::App& app) {
       "them for every shape of the same bucket (sequence lengths and batch*heads rounded up to powers of two).\n"
       "--mode: quick (the heuristic's neighbourhood, ~6 configs; default unless FLASHJIT_AUTOTUNE=full) or\n"
       "full (the whole pruned space). --deadline S: stop timing a shape after S seconds, best so far wins.\n"
+      "--backward: tune Kernel::backward's configs instead (the forward's heuristic kernel makes O and LSE).\n"
       "Progress lines go to stderr; the summary (tuned vs heuristic default) to stdout, as JSON with --json.\n"
       "Exit codes: 0 ok, 1 a shape had no working config, 2 usage or spec error, 69 no GPU, 70 internal error.");
   auto a = std::make_shared<TuneArgs>();
@@ -148,6 +151,7 @@ Command add_tune(CLI::App& app) {
       ->type_name("S")
       ->check(positive_number());
   sub->add_flag("--json", a->json, "print the summary as JSON");
+  sub->add_flag("--backward", a->backward, "tune the backward pass's tile configs (dK/dV and dQ kernels)");
   sub->add_option("--device", a->device, "CUDA device ordinal")
       ->type_name("N")
       ->check(integer_in(0, INT_MAX))

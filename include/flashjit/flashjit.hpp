@@ -291,11 +291,19 @@ class FLASHJIT_API Kernel {
   // when the kernel has no block map (its mask has an exact closed form).
   BlockMap build_block_map(const ForwardArgs& args) const;
   // dQ, dK, dV for a forward call's inputs, output, LSE and dO. Checks as forward() does (Error(usage)
-  // naming the argument). The backward module is compiled on first use (or by
-  // CompileOptions::backward), with CompileOptions::backward_config or the backward's heuristic.
+  // naming the argument). The config per shape bucket is chosen as forward()'s is: always
+  // CompileOptions::backward_config when given; with autotune off the backward's heuristic; else
+  // the bucket's stored backward tuning (`flashjit tune --backward`), or one tuned on the bucket's
+  // first call (FLASHJIT_AUTOTUNE=quick|full, tune_on_first_use), else the heuristic. Each
+  // config's module is compiled and loaded on first use (the base one eagerly with
+  // CompileOptions::backward).
   void backward(const BackwardArgs& args) const;
-  // The backward module (compiled now if it was not yet).
+  // The base backward module: CompileOptions::backward_config's or the heuristic's (compiled now
+  // if it was not yet).
   const CompiledKernel& backward_compiled() const;
+  // The backward module that calls of `shape`'s bucket run, deciding the bucket now as its first
+  // call would (a tuning on first use then runs on random tensors of the spec's shapes).
+  const CompiledKernel& backward_compiled(const ProblemShape& shape) const;
 
  private:
   friend class Runtime;

@@ -22,13 +22,16 @@ struct TuneOptions {
   std::vector<BufferArg> buffers;       // the spec's tensors; empty → random contents of their shapes
   bool store = true;                    // write the winner to the tuning cache
   int reps = 0;                         // timed launches per config; 0 → 10 (quick) / 20 (full)
+  // Tune Kernel::backward's configs (its dK/dV and dQ kernels, timed together with the D
+  // pre-pass) instead of the forward's; filed under the key "bwd-<spec hash>/<bucket>".
+  bool backward = false;
 };
 
 // What one tuning found. Times are medians of CUDA-event timings, in milliseconds (-1: not timed).
 struct TuneReport {
   ProblemShape shape;
   std::string bucket;        // the shape bucket the result is filed under, e.g. "sq4096_skv4096_bh64_d128x128"
-  std::string key;           // "<spec hash>/<bucket>"
+  std::string key;           // "<spec hash>/<bucket>" ("bwd-<spec hash>/<bucket>" for the backward)
   std::string gpu;           // the GPU identity it belongs to
   TileConfig heuristic;      // the heuristic table's config
   double heuristic_ms = -1;  // its median, when it was timed
@@ -52,9 +55,10 @@ FLASHJIT_API TuneReport tune(const Runtime& runtime, const AttentionSpec& spec, 
 // report's search_json is neither empty nor JSON.
 FLASHJIT_API std::string tune_reports_json(const std::vector<TuneReport>& reports);
 
-// The stored tuning of this spec for the shape's bucket on the runtime's device, if any.
+// The stored tuning of this spec for the shape's bucket on the runtime's device, if any (of the
+// backward's configs with `backward`).
 FLASHJIT_API std::optional<TileConfig> stored_tuning(const Runtime& runtime, const AttentionSpec& spec,
-                                                     const ProblemShape& shape);
+                                                     const ProblemShape& shape, bool backward = false);
 
 // What this process's caches and tuner did since it started.
 struct CacheStats {
