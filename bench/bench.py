@@ -648,13 +648,21 @@ def draw_series(ax, records, metric, title):
     ax.legend(fontsize=7)
 
 
-def plot(records, path):
+def pyplot():
+    """matplotlib.pyplot on the Agg back end, or None (said why) where it is not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        return plt
     except Exception as e:
         print(f"no plot: {e}")
+        return None
+
+
+def plot(records, path):
+    plt = pyplot()
+    if plt is None:
         return
     panels = {}
     for r in records:

@@ -177,12 +177,8 @@ def main():
 def plot(records, path):
     """Forward, backward and forward+backward TFLOP/s against the sequence length: a column per
     (head dim, mask, score), a row per pass."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception as e:
-        print(f"no plot: {e}")
+    plt = B.pyplot()
+    if plt is None:
         return
     panels = {}
     for r in records:

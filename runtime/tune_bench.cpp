@@ -36,6 +36,14 @@ std::optional<std::string> prune_loaded(int registers, int spill_bytes, int thre
   return std::nullopt;
 }
 
+TensorSizes TensorSizes::of(const TuneJob& job) {
+  const ProblemShape& j = job.shape;
+  const int64_t dqk = job.source.spec->spec.head_dim_qk, dv = job.source.spec->spec.head_dim_v;
+  return {size_t(j.batch * j.seq_q * j.heads_q * dqk), size_t(j.batch * j.seq_kv * j.heads_kv * dqk),
+          size_t(j.batch * j.seq_kv * j.heads_kv * dv), size_t(j.batch * j.seq_q * j.heads_q * dv),
+          size_t(j.batch * j.heads_q * j.seq_q)};
+}
+
 size_t input_set_count(size_t set_bytes, const DeviceInfo& info) {
   const size_t l2 = size_t(std::max(info.l2_bytes, 1 << 20));
   size_t n_sets = std::clamp<size_t>(l2 / std::max<size_t>(set_bytes, 1) + 2, 2, 32);
@@ -76,31 +84,52 @@ DeviceBuffer alloc_l2_flush(const Runtime& runtime, const DeviceInfo& info) {
   return runtime.alloc(std::max<size_t>(2 * size_t(std::max(info.l2_bytes, 1 << 20)), 8 << 20));
 }
 
-autotune::Measurement time_candidate(const TuneJob& job, EventTimer& timer, DeviceBuffer& flush,
-                                     const std::function<void(int)>& launch) {
-  const cu::Driver& d = cu::driver();
-  const int reps = job.reps > 0 ? job.reps : job.mode == autotune::TuneMode::full ? 20 : 10;
-  std::vector<float> ms;
-  for (int r = 0; r < reps; ++r) {
-    // Evict the inputs from L2: the next launch reads them from HBM, as in a real model step.
-    cu::check(d.cuMemsetD8(reinterpret_cast<cu::CUdeviceptr>(flush.data()), static_cast<unsigned char>(r), flush.size()),
-              "cuMemsetD8(L2 flush)");
-    ms.push_back(timer.time(nullptr, [&] { launch(r); }));
-    if (r == 2 && ms[0] > 200) break;  // a very slow config: three samples tell enough
-  }
-  std::sort(ms.begin(), ms.end());
+CandidateBench::CandidateBench(std::shared_ptr<Context> ctx, const TuneJob& job) : ctx_(std::move(ctx)), job_(job) {}
+
+CandidateBench::~CandidateBench() = default;
+
+autotune::Measurement CandidateBench::measure(const TileConfig& c) {
   autotune::Measurement m;
-  m.ok = true;
-  m.median_ms = quantile(ms, 0.5);
-  m.p20_ms = quantile(ms, 0.2);
-  m.p80_ms = quantile(ms, 0.8);
+  if (std::optional<std::string> why = load(c)) {
+    m.failure_reason = "does not compile: " + *why;
+    return m;
+  }
+  try {
+    setup();
+    ContextGuard guard(*ctx_);
+    const cu::Driver& d = cu::driver();
+    if (!timer_) timer_ = std::make_unique<EventTimer>(*ctx_);
+    poison();
+    for (int i = 0; i < 3; ++i) launch(i);
+    cu::check(d.cuCtxSynchronize(), "cuCtxSynchronize (warm-up launch failed)");
+    if (std::optional<std::string> wrong = check(c)) {
+      m.failure_reason = *wrong;
+      return m;
+    }
+    const int reps = job_.reps > 0 ? job_.reps : job_.mode == autotune::TuneMode::full ? 20 : 10;
+    std::vector<float> ms;
+    for (int r = 0; r < reps; ++r) {
+      // Evict the inputs from L2: the next launch reads them from HBM, as in a real model step.
+      cu::check(d.cuMemsetD8(reinterpret_cast<cu::CUdeviceptr>(flush_.data()), static_cast<unsigned char>(r),
+                             flush_.size()),
+                "cuMemsetD8(L2 flush)");
+      ms.push_back(timer_->time(nullptr, [&] { launch(r); }));
+      if (r == 2 && ms[0] > 200) break;  // a very slow config: three samples tell enough
+    }
+    std::sort(ms.begin(), ms.end());
+    m.ok = true;
+    m.median_ms = quantile(ms, 0.5);
+    m.p20_ms = quantile(ms, 0.2);
+    m.p80_ms = quantile(ms, 0.8);
+  } catch (const Error& e) {
+    m = autotune::Measurement{};
+    m.failure_reason = std::string("launch failed: ") + e.what();
+  }
   return m;
 }
 
 TuneBench::TuneBench(const Runtime& runtime, std::shared_ptr<Context> ctx, const TuneJob& job)
-    : runtime_(runtime), ctx_(std::move(ctx)), job_(job) {}
-
-TuneBench::~TuneBench() = default;
+    : CandidateBench(std::move(ctx), job), runtime_(runtime) {}
 
 const Kernel* TuneBench::kernel(const TileConfig& c, std::string* why) {
   const std::string name = c.str();
@@ -156,34 +185,18 @@ std::optional<std::string> TuneBench::prune(const TileConfig& c) {
   return prune_loaded(k->registers(), k->spill_bytes(), facts.threads, "");
 }
 
-autotune::Measurement TuneBench::measure(const TileConfig& c) {
-  autotune::Measurement m;
+std::optional<std::string> TuneBench::load(const TileConfig& c) {
   std::string why;
-  const Kernel* k = kernel(c, &why);
-  if (!k) {
-    m.failure_reason = "does not compile: " + why;
-    return m;
-  }
-  try {
-    setup();
-    ContextGuard guard(*ctx_);
-    const cu::Driver& d = cu::driver();
-    // Warm-up: module load, instruction cache, clocks; and a launch error shows here.
-    for (int i = 0; i < 3; ++i) k->forward(sets_[i % sets_.size()]);
-    cu::check(d.cuCtxSynchronize(), "cuCtxSynchronize (warm-up launch failed)");
-    if (std::optional<std::string> wrong = check_output(c)) {
-      m.failure_reason = *wrong;
-      return m;
-    }
-    m = time_candidate(job_, *timer_, flush_, [&](int r) { k->forward(sets_[r % sets_.size()]); });
-  } catch (const Error& e) {
-    m = autotune::Measurement{};
-    m.failure_reason = std::string("launch failed: ") + e.what();
-  }
-  return m;
+  current_ = kernel(c, &why);
+  if (!current_) return why;
+  return std::nullopt;
 }
 
-std::optional<std::string> TuneBench::check_output(const TileConfig& c) {
+void TuneBench::poison() { buffers_[kSet0Output].fill_bytes(0xFF); }  // NaN in fp16 and bf16
+
+void TuneBench::launch(int r) { current_->forward(sets_[size_t(r) % sets_.size()]); }
+
+std::optional<std::string> TuneBench::check(const TileConfig& c) {
   const DType dtype = job_.source.spec->spec.dtype;
   std::vector<uint16_t> all(out_elems_);
   buffers_[kSet0Output].download(all.data(), all.size() * 2);
@@ -213,9 +226,8 @@ void TuneBench::setup() {
   const ProblemShape& j = job_.shape;
   const AttentionSpec& spec = job_.source.spec->spec;
   const int64_t dqk = spec.head_dim_qk, dv = spec.head_dim_v;
-  const size_t nq = size_t(j.batch * j.seq_q * j.heads_q * dqk), nk = size_t(j.batch * j.seq_kv * j.heads_kv * dqk),
-               nv = size_t(j.batch * j.seq_kv * j.heads_kv * dv), no = size_t(j.batch * j.seq_q * j.heads_q * dv);
-  const size_t nlse = size_t(j.batch * j.heads_q * j.seq_q);
+  const TensorSizes n = TensorSizes::of(job_);
+  const size_t nq = n.q, nk = n.k, nv = n.v, no = n.o, nlse = n.lse;
   const size_t set_bytes = 2 * (nq + nk + nv + no) + 4 * nlse;
   const size_t n_sets = input_set_count(set_bytes, ctx_->info);
   const std::vector<uint16_t> host = random_halves(std::max({nq, nk, nv}), spec.dtype, 0x9E3779B97F4A7C15ull);
@@ -240,7 +252,6 @@ void TuneBench::setup() {
   for (ForwardArgs& a : sets_) a.buffers = tensors;
   out_elems_ = no;
   flush_ = alloc_l2_flush(runtime_, ctx_->info);
-  timer_ = std::make_unique<EventTimer>(*ctx_);
   log::debug("autotune: " + std::to_string(n_sets) + " input sets of " + std::to_string(set_bytes) +
              " bytes, L2 flush " + std::to_string(flush_.size()) + " bytes");
 }

@@ -18,16 +18,38 @@ namespace flashjit::rt {
 
 class EventTimer;
 
-// What the search asks of a bench (autotune::SearchCallbacks).
+// What the search asks of a bench (autotune::SearchCallbacks), and the measurement protocol both
+// benches follow; each supplies its kernels, inputs, launch and output check.
 class CandidateBench {
  public:
-  virtual ~CandidateBench() = default;
+  CandidateBench(std::shared_ptr<Context> ctx, const TuneJob& job);
+  virtual ~CandidateBench();
+  CandidateBench(const CandidateBench&) = delete;
+  CandidateBench& operator=(const CandidateBench&) = delete;
   // The resource model: the plan's limits, shared memory, then registers/spills from the driver.
   virtual std::optional<std::string> prune(const TileConfig& c) = 0;
   // A hash of the config's binary (kernel names blanked): configs with equal code are timed once.
   virtual std::string fingerprint(const TileConfig& c) = 0;
-  // Warm-up, output check, then timed launches with an L2 flush before each.
-  virtual autotune::Measurement measure(const TileConfig& c) = 0;
+  // Inputs (once), output poisoned, three warm-up launches (input set 0 first, so that its output
+  // is this config's; a launch error shows here), the output check, then timed launches with an
+  // L2 flush before each: median, p20, p80. Failures are data, never raised.
+  autotune::Measurement measure(const TileConfig& c);
+
+ protected:
+  // Makes `c` the config launch() runs; its compile error, or nullopt.
+  virtual std::optional<std::string> load(const TileConfig& c) = 0;
+  virtual void setup() = 0;   // the input sets, once
+  virtual void poison() = 0;  // set 0's outputs filled with NaN
+  virtual void launch(int r) = 0;  // on input set r (mod the number of sets)
+  // Set 0's output against the first measured config's: why it is wrong, or nullopt.
+  virtual std::optional<std::string> check(const TileConfig& c) = 0;
+
+  std::shared_ptr<Context> ctx_;
+  const TuneJob& job_;
+  DeviceBuffer flush_;  // at least twice the L2, written before each timed launch (setup() allocates)
+
+ private:
+  std::unique_ptr<EventTimer> timer_;
 };
 
 // The backward's bench (runtime/tune_bench_backward.cpp).
@@ -41,6 +63,11 @@ std::unique_ptr<CandidateBench> make_backward_bench(const Runtime& runtime, std:
 constexpr int kMaxTunedSpillBytes = 64;
 // Why a loaded kernel is pruned (spills, registers per SM), or nullopt.
 std::optional<std::string> prune_loaded(int registers, int spill_bytes, int threads, const char* what);
+// Elements of each tensor of one input set (BSHD, contiguous), and the LSE's.
+struct TensorSizes {
+  size_t q = 0, k = 0, v = 0, o = 0, lse = 0;
+  static TensorSizes of(const TuneJob& job);
+};
 // Enough input sets of `set_bytes` that one round over them exceeds the L2 (each launch then
 // starts cold even without the flush): at least 2, at most 32 and 8 GiB.
 size_t input_set_count(size_t set_bytes, const DeviceInfo& info);
@@ -50,20 +77,13 @@ std::vector<uint16_t> random_halves(size_t n, DType dtype, uint64_t seed);
 std::vector<BufferArg> job_tensors(const Runtime& runtime, const TuneJob& job, std::vector<DeviceBuffer>& keep);
 // A buffer twice the L2 (at least 8 MiB), written before each timed launch to evict the inputs.
 DeviceBuffer alloc_l2_flush(const Runtime& runtime, const DeviceInfo& info);
-// `reps` timings of `launch(r)`, the L2 evicted before each; median, p20, p80.
-autotune::Measurement time_candidate(const TuneJob& job, EventTimer& timer, DeviceBuffer& flush,
-                                     const std::function<void(int)>& launch);
 
 class TuneBench final : public CandidateBench {
  public:
   TuneBench(const Runtime& runtime, std::shared_ptr<Context> ctx, const TuneJob& job);
-  ~TuneBench() override;
-  TuneBench(const TuneBench&) = delete;
-  TuneBench& operator=(const TuneBench&) = delete;
 
   std::optional<std::string> prune(const TileConfig& c) override;
   std::string fingerprint(const TileConfig& c) override;
-  autotune::Measurement measure(const TileConfig& c) override;
 
  private:
   struct Built {
@@ -71,20 +91,20 @@ class TuneBench final : public CandidateBench {
     std::string error;
   };
   const Kernel* kernel(const TileConfig& c, std::string* why);
-  std::optional<std::string> check_output(const TileConfig& c);
-  void setup();
+  std::optional<std::string> load(const TileConfig& c) override;
+  void setup() override;
+  void poison() override;
+  void launch(int r) override;
+  std::optional<std::string> check(const TileConfig& c) override;
 
   const Runtime& runtime_;
-  std::shared_ptr<Context> ctx_;
-  const TuneJob& job_;
   std::map<std::string, Built> kernels_;
+  const Kernel* current_ = nullptr;    // load()'s
   std::vector<DeviceBuffer> buffers_;  // q, k, v, o, lse of each input set in turn, then the spec's tensors
   size_t out_elems_ = 0;
   std::vector<uint16_t> baseline_;     // set 0's output from the first config measured
   std::string baseline_name_;
   std::vector<ForwardArgs> sets_;
-  DeviceBuffer flush_;
-  std::unique_ptr<EventTimer> timer_;
 };
 
 }  // namespace flashjit::rt

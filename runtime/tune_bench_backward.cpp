@@ -29,7 +29,7 @@ constexpr size_t kMaxChecked = size_t(1) << 22;  // elements per gradient, sampl
 class BackwardTuneBench final : public CandidateBench {
  public:
   BackwardTuneBench(const Runtime& runtime, std::shared_ptr<Context> ctx, const TuneJob& job)
-      : runtime_(runtime), ctx_(std::move(ctx)), job_(job) {}
+      : CandidateBench(std::move(ctx), job), runtime_(runtime) {}
 
   std::optional<std::string> prune(const TileConfig& c) override {
     const DeviceInfo& info = ctx_->info;
@@ -59,35 +59,23 @@ class BackwardTuneBench final : public CandidateBench {
     return binary_fingerprint(m->compiled.ptx, m->compiled);
   }
 
-  autotune::Measurement measure(const TileConfig& c) override {
-    autotune::Measurement m;
+ private:
+  std::optional<std::string> load(const TileConfig& c) override {
     std::string why;
-    const BackwardModule* mod = module(c, &why);
-    if (!mod) {
-      m.failure_reason = "does not compile: " + why;
-      return m;
-    }
-    try {
-      setup();
-      const cu::Driver& d = cu::driver();
-      ContextGuard guard(*ctx_);
-      for (DeviceBuffer* g : {&grads_[0], &grads_[1], &grads_[2]}) g->fill_bytes(0xFF);  // NaN
-      // Warm-up (set 0 first, so that its gradients are this config's); a launch error shows here.
-      for (int i = 0; i < 3; ++i) launch(*mod, i);
-      cu::check(d.cuCtxSynchronize(), "cuCtxSynchronize (warm-up launch failed)");
-      if (std::optional<std::string> wrong = check(c)) {
-        m.failure_reason = *wrong;
-        return m;
-      }
-      m = time_candidate(job_, *timer_, flush_, [&](int r) { launch(*mod, r); });
-    } catch (const Error& e) {
-      m = autotune::Measurement{};
-      m.failure_reason = std::string("launch failed: ") + e.what();
-    }
-    return m;
+    current_ = module(c, &why);
+    if (!current_) return why;
+    return std::nullopt;
   }
 
- private:
+  void poison() override {
+    for (DeviceBuffer& g : grads_) g.fill_bytes(0xFF);  // NaN in fp16 and bf16
+  }
+
+  void launch(int r) override {
+    const size_t s = size_t(r) % sets_.size();
+    launch_backward(*current_, *job_.source.spec, sets_[s], launches_[s]);
+  }
+
   const BackwardModule* module(const TileConfig& c, std::string* why) {
     auto it = modules_.find(c.str());
     if (it == modules_.end()) {
@@ -104,13 +92,8 @@ class BackwardTuneBench final : public CandidateBench {
     return nullptr;
   }
 
-  void launch(const BackwardModule& m, int r) {
-    const size_t s = size_t(r) % sets_.size();
-    launch_backward(m, *job_.source.spec, sets_[s], launches_[s]);
-  }
-
   // Every gradient of set 0 against the first measured config's (sampled when huge).
-  std::optional<std::string> check(const TileConfig& c) {
+  std::optional<std::string> check(const TileConfig& c) override {
     const DType dtype = job_.source.spec->spec.dtype;
     const char* names[3] = {"dQ", "dK", "dV"};
     std::vector<std::vector<float>> got(3);
@@ -144,14 +127,13 @@ class BackwardTuneBench final : public CandidateBench {
     return std::nullopt;
   }
 
-  void setup() {
+  void setup() override {
     if (!sets_.empty()) return;
     const ProblemShape& j = job_.shape;
     const AttentionSpec& spec = job_.source.spec->spec;
     const int64_t dqk = spec.head_dim_qk, dv = spec.head_dim_v;
-    const size_t nq = size_t(j.batch * j.seq_q * j.heads_q * dqk), nk = size_t(j.batch * j.seq_kv * j.heads_kv * dqk),
-                 nv = size_t(j.batch * j.seq_kv * j.heads_kv * dv), no = size_t(j.batch * j.seq_q * j.heads_q * dv);
-    const size_t nlse = size_t(j.batch * j.heads_q * j.seq_q);
+    const TensorSizes n = TensorSizes::of(job_);
+    const size_t nq = n.q, nk = n.k, nv = n.v, no = n.o, nlse = n.lse;
     const size_t n_sets = input_set_count(4 * (nq + nk + nv + no) + 4 * nlse, ctx_->info);
     // The forward that produces O and LSE: its heuristic config, never tuned here.
     KernelSource fwd_source = job_.source;
@@ -197,7 +179,6 @@ class BackwardTuneBench final : public CandidateBench {
     }
     cu::check(cu::driver().cuCtxSynchronize(), "cuCtxSynchronize (the tuner's forward failed)");
     flush_ = alloc_l2_flush(runtime_, ctx_->info);
-    timer_ = std::make_unique<EventTimer>(*ctx_);
     log::debug("autotune (backward): " + std::to_string(n_sets) + " input sets");
   }
 
@@ -206,9 +187,8 @@ class BackwardTuneBench final : public CandidateBench {
     std::string error;
   };
   const Runtime& runtime_;
-  std::shared_ptr<Context> ctx_;
-  const TuneJob& job_;
   std::map<std::string, Built> modules_;
+  const BackwardModule* current_ = nullptr;  // load()'s
   std::optional<Kernel> forward_;
   std::vector<BackwardArgs> sets_;
   std::deque<BackwardLaunch> launches_;  // pack_backward's slots point into each element
@@ -216,8 +196,6 @@ class BackwardTuneBench final : public CandidateBench {
   std::vector<DeviceBuffer> keep_;       // every other buffer
   std::vector<std::vector<float>> baseline_;
   std::string baseline_name_;
-  DeviceBuffer flush_;
-  std::unique_ptr<EventTimer> timer_;
 };
 
 }  // namespace
