@@ -24,7 +24,7 @@ void add_spec_flags(CLI::App* sub, SpecFlags& f, CLI::Option* spec) {
       ->type_name("N")->check(integer_in(1, INT_MAX))->capture_default_str();
   add(sub->add_option("--head-dim-v", f.head_dim_v, "head dim of v and o (default --head-dim)"))
       ->type_name("N")->check(integer_in(1, INT_MAX));
-  add(sub->add_option("--mask", f.mask, "mask expression, e.g. \"window(256, 0)\""))
+  add(sub->add_option("--mask", f.mask, "mask expression, e.g. \"window(256, 0)\"; none: every key visible"))
       ->type_name("EXPR")->capture_default_str();
   add(sub->add_option("--score", f.score, "score expression, e.g. \"30 * tanh(score / 30)\""))
       ->type_name("EXPR")->capture_default_str();
@@ -45,6 +45,7 @@ AttentionSpec spec_from_flags(const SpecFlags& f) {
   for (const std::string& p : f.params) s.params.push_back(parse_param(p));
   for (const std::string& t : f.tensors) s.tensors.push_back(parse_tensor(t));
   for (const auto& [flag, kind, text] : {std::tuple{"--mask", "mask", &s.mask}, {"--score", "score", &s.score}}) {
+    if (*text == "none" && std::string(kind) == "mask") continue;  // AttentionSpec's "every key visible"
     try {
       analyze_expression(*text, kind, s.params, s.tensors);
     } catch (const Error& e) {

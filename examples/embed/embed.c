@@ -36,16 +36,22 @@ typedef int (*cu_sync_fn)(void);
 static int run_on_gpu(fj_runtime* rt) {
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
   if (!cuda) return fprintf(stderr, "embed_c: %s\n", dlerror()), 1;
-  cu_primary_fn retain = (cu_primary_fn)dlsym(cuda, "cuDevicePrimaryCtxRetain");
-  cu_set_fn set_current = (cu_set_fn)dlsym(cuda, "cuCtxSetCurrent");
-  cu_alloc_fn mem_alloc = (cu_alloc_fn)dlsym(cuda, "cuMemAlloc_v2");
-  cu_free_fn mem_free = (cu_free_fn)dlsym(cuda, "cuMemFree_v2");
-  cu_copy_fn to_host = (cu_copy_fn)dlsym(cuda, "cuMemcpyDtoH_v2");
-  cu_memset16_fn memset16 = (cu_memset16_fn)dlsym(cuda, "cuMemsetD16_v2");
-  cu_sync_fn sync = (cu_sync_fn)dlsym(cuda, "cuCtxSynchronize");
+  cu_primary_fn retain;
+  cu_set_fn set_current;
+  cu_alloc_fn mem_alloc;
+  cu_free_fn mem_free;
+  cu_copy_fn to_host;
+  cu_memset16_fn memset16;
+  cu_sync_fn sync;
+  /* POSIX's way to take a function from dlsym (ISO C has no object-to-function pointer cast). */
+#define LOAD(fn, name) (*(void**)(&(fn)) = dlsym(cuda, name)) != NULL
+  const int loaded = LOAD(retain, "cuDevicePrimaryCtxRetain") && LOAD(set_current, "cuCtxSetCurrent") &&
+                     LOAD(mem_alloc, "cuMemAlloc_v2") && LOAD(mem_free, "cuMemFree_v2") &&
+                     LOAD(to_host, "cuMemcpyDtoH_v2") && LOAD(memset16, "cuMemsetD16_v2") &&
+                     LOAD(sync, "cuCtxSynchronize");
+#undef LOAD
   void* ctx = NULL;
-  if (!retain || !set_current || !mem_alloc || !mem_free || !to_host || !memset16 || !sync ||
-      retain(&ctx, 0) != 0 || set_current(ctx) != 0)
+  if (!loaded || retain(&ctx, 0) != 0 || set_current(ctx) != 0)
     return fprintf(stderr, "embed_c: cannot use the CUDA driver's primary context\n"), 1;
 
   fj_kernel* kernel = NULL;

@@ -4,7 +4,7 @@
 # machine without a GPU, the library found through FLASHJIT_LIB, and torch not needed.
 #   tests/embed/check_pip.sh SOURCE_DIR LIBRARY
 set -euo pipefail
-src=$(cd "$1" && pwd) lib=$2
+src=$(cd "$1" && pwd) lib=$(readlink -f "$2")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/flashjit-pip.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "check_pip: FAIL: $*" >&2; exit 1; }
