@@ -37,7 +37,7 @@ def check_qkv(q, k, v, layout, want_dtype, spec_dtype, head_dim, head_dim_v):
         if t.dtype != want_dtype:
             raise ValueError(f"{name}: dtype {t.dtype}; this kernel's spec is {spec_dtype}, so q, k and v must "
                              f"be {want_dtype}")
-        if getattr(t.device, "type", None) != "cuda":
+        if t.device.type != "cuda":
             raise ValueError(f"{name}: on {t.device}; q, k and v must be CUDA tensors")
         if t.device != q.device:
             raise ValueError(f"{name}: on {t.device} but q is on {q.device}; q, k and v must be on one device")

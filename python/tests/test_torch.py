@@ -44,6 +44,10 @@ def err(a, b):
     return (a.double() - b.double()).abs().max().item()
 
 
+def rel_err(a, b):
+    return err(a, b) / max(b.double().abs().max().item(), 1e-30)
+
+
 @unittest.skipUnless(HAVE_CUDA, "needs torch with a CUDA device")
 class Forward(unittest.TestCase):
     def setUp(self):
@@ -71,7 +75,7 @@ class Forward(unittest.TestCase):
             self.check_rule(o, (qi >= kvi)[None, None], q, k, v, f"causal d={d}")
             ob = flashjit.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True, layout="bhsd")
             self.assertEqual(ob.shape, (2, 8, 512, d))
-            self.assertTrue(torch.equal(ob.transpose(1, 2), o), "bhsd and bshd of the same data differ")
+            self.check_rule(ob.transpose(1, 2), (qi >= kvi)[None, None], q, k, v, f"causal d={d}, layout='bhsd'")
 
     def test_window_gqa_and_lse(self):
         q, k, v = rand(1, 1024, 8, 128), rand(1, 1024, 2, 128), rand(1, 1024, 2, 128)
@@ -94,7 +98,7 @@ class Forward(unittest.TestCase):
         self.check_rule(o, mask, q, k, v, "causal && document(doc)")
         spec = "dtype: bf16\nhead_dim: 64\nmask: \"causal && document(doc)\"\ntensors:\n  doc: {type: i32, dims: [batch, seq_kv]}\n"
         o2 = flashjit.attention(q, k, v, spec=spec, tensors={"doc": doc})
-        self.assertTrue(torch.equal(o, o2), "the same mask as arguments and as a whole spec differ")
+        self.check_rule(o2, mask, q, k, v, "causal && document(doc) as a whole spec")
 
     def test_score_softcap_and_params(self):
         q, k, v = rand(1, 256, 4, 64), rand(1, 256, 4, 64), rand(1, 256, 4, 64)
@@ -131,7 +135,7 @@ class Forward(unittest.TestCase):
             out = flashjit.attention(q, k, v, causal=True)
         g.replay()
         torch.cuda.synchronize()
-        self.assertLess(err(out, eager), 1e-2)
+        self.assertLess(rel_err(out, eager), 1e-2)
 
 
 @unittest.skipUnless(HAVE_CUDA, "needs torch with a CUDA device")
@@ -182,12 +186,12 @@ class Compile(unittest.TestCase):
         eager = block(x)
         compiled = torch.compile(block, fullgraph=True)
         out = compiled(x)
-        self.assertLess(err(out, eager), 5e-2)
+        self.assertLess(rel_err(out, eager), 2e-2)
         out.float().square().mean().backward()
         g_compiled = block.qkv.weight.grad.clone()
         block.zero_grad()
         eager.float().square().mean().backward()
-        self.assertLess(err(g_compiled, block.qkv.weight.grad), 5e-2)
+        self.assertLess(rel_err(g_compiled, block.qkv.weight.grad), 5e-2)
 
 
 if __name__ == "__main__":
