@@ -8,6 +8,10 @@ if(NOT FLASHJIT_INSTALL)
   return()
 endif()
 include(CMakePackageConfigHelpers)
+# Installing (and CPack, which installs through the `preinstall` target) never builds: `make install`
+# and `make deb` build first, and the package test under CTest must not rebuild binaries that other
+# tests are running.
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 
 set(FLASHJIT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/flashjit)
 install(TARGETS flashjit EXPORT flashjitTargets

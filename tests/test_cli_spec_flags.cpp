@@ -58,7 +58,8 @@ TEST_CASE("cli: spec flags report problems in the flag's own expression", "[cli]
       {"compile --dtype fp32", "--dtype: 'fp32' is not allowed; use bf16 or fp16"},
       {"compile --head-dim 0", "--head-dim: expected a positive integer"},
       {"compile --head-dim 100", "head_dim"},
-      {"compile x.yaml --mask causal", "excludes"},
+      {"compile x.yaml --mask causal", "SPEC (x.yaml) and the spec flags (--dtype, --head-dim, --mask, ...) exclude"},
+      {"run x.yaml --head-dim 64", "exclude each other"},
   };
   for (const auto& [args, says] : bad) {
     auto r = test::run_command(kCli + " " + args);

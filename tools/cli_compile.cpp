@@ -73,12 +73,13 @@ int compile(const CompileArgs& a) {
 Command add_compile(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("compile", "compile a spec to LLVM IR or PTX (no GPU needed)");
   sub->footer(
-      "Compiles SPEC (YAML; or the spec the --dtype, --head-dim, --mask, ... flags build) and writes the optimised LLVM IR or the PTX to FILE (default stdout).\n"
+      "Compiles SPEC (YAML), or the spec that --dtype, --head-dim, --mask, ... build, and writes the\n"
+      "optimised LLVM IR or the PTX to FILE (default stdout).\n"
       "A summary (kernel key, tile config and why, sizes; registers and spills when ptxas is found)\n"
       "goes to stderr. FILE is replaced only when the compile succeeds; a device or FIFO is written\n"
       "in place, and a symlink is written through to its target.");
   auto a = std::make_shared<CompileArgs>();
-  CLI::Option* spec = sub->add_option("SPEC", a->spec, "the spec (YAML file), or the spec flags below")->type_name("");
+  sub->add_option("SPEC", a->spec, "the spec (YAML file), or the spec flags below")->type_name("");
   sub->add_option("--emit", a->emit, "what to write")
       ->type_name("llvm|ptx")
       ->check(one_of({"llvm", "ptx"}))
@@ -94,7 +95,7 @@ Command add_compile(CLI::App& app) {
                 "the backward module (dK/dV, dQ and D pre-pass kernels) instead of the forward; --config is the "
                 "backward's");
   sub->add_flag("--json", a->json, "print a JSON object (kernel, config, sizes, ptxas; the text unless -o)");
-  add_spec_flags(sub, a->flags, spec);
+  add_spec_flags(sub, a->flags);
   return {sub, [a] { return compile(*a); }};
 }
 

@@ -308,8 +308,7 @@ Command add_run(CLI::App& app) {
       "(16k tokens, hidden 2048). Without a GPU it compiles, reports the kernel and exits 69.");
   auto a = std::make_shared<RunArgs>();
   const CLI::Validator positive = integer_in(1);
-  CLI::Option* spec =
-      sub->add_option("SPEC", a->spec, "the spec (YAML file), or the spec flags below; default: bf16 d=128 causal")
+  sub->add_option("SPEC", a->spec, "the spec (YAML file), or the spec flags below; default: bf16 d=128 causal")
           ->type_name("");
   sub->add_option("--batch", a->batch, "batch size")->type_name("N")->check(positive)->capture_default_str();
   sub->add_option("--heads", a->heads, "query heads (default 2048/d)")->type_name("N")->check(positive);
@@ -345,7 +344,7 @@ Command add_run(CLI::App& app) {
       ->type_name("BM,BN,WARPS,STAGES")
       ->check(parsed_by(parse_tile_config));
   sub->add_flag("--json", a->json, "print one JSON object (spec, device, shape, per config: kernel, verdict, time)");
-  add_spec_flags(sub, a->flags, spec);
+  add_spec_flags(sub, a->flags);
   return {sub, [a] { return run(*a); }};
 }
 

@@ -11,10 +11,10 @@ bool SpecFlags::given() const {
   return false;
 }
 
-void add_spec_flags(CLI::App* sub, SpecFlags& f, CLI::Option* spec) {
+void add_spec_flags(CLI::App* sub, SpecFlags& f) {
   const std::string group = "Spec without a file (instead of SPEC; README \"Specs\" has the language)";
   auto add = [&](CLI::Option* o) {
-    o->group(group)->excludes(spec);
+    o->group(group);
     f.options.push_back(o);
     return o;
   };
@@ -58,6 +58,9 @@ AttentionSpec spec_from_flags(const SpecFlags& f) {
 }
 
 AttentionSpec spec_from_args(const std::string& path, const SpecFlags& f, bool allow_default) {
+  if (!path.empty() && f.given())
+    throw Error(ErrorKind::usage, "SPEC (" + path + ") and the spec flags (--dtype, --head-dim, --mask, ...) exclude "
+                                  "each other: give a spec file or the flags");
   if (!path.empty()) return load_spec_arg(path);
   if (f.given() || allow_default) return f.given() ? spec_from_flags(f) : default_spec();
   throw Error(ErrorKind::usage, "missing SPEC: give a spec file, or build one with --head-dim, --dtype, --mask, ...");

@@ -18,15 +18,15 @@ struct SpecFlags {
   bool given() const;
 };
 
-// Adds the flags to `sub`, in an option group of their own, each excluding the SPEC positional `spec`.
-void add_spec_flags(CLI::App* sub, SpecFlags& flags, CLI::Option* spec);
+// Adds the flags to `sub`, in an option group of their own (spec_from_args rejects them beside a SPEC).
+void add_spec_flags(CLI::App* sub, SpecFlags& flags);
 
 // The spec from the flags: each expression checked on its own first so that its problems point
 // into it ("--mask: <expr>:1:COL: ..."), then the whole spec validated. Error(spec) on a problem.
 AttentionSpec spec_from_flags(const SpecFlags& flags);
 
 // SPEC file, else the flags when any was given, else default_spec() (`allow_default`) or
-// Error(usage) naming both ways.
+// Error(usage) naming both ways; Error(usage) when both a SPEC and a flag are given.
 AttentionSpec spec_from_args(const std::string& path, const SpecFlags& flags, bool allow_default);
 
 }  // namespace flashjit::cli

@@ -93,7 +93,7 @@ def library_path():
         if p.is_dir():
             return next((p / n for n in LIBRARY_NAMES if (p / n).exists()), p / LIBRARY_NAMES[0])
         return p
-    folders = [PACKAGE] + [parent / "lib" for parent in PACKAGE.parents[:5]]
+    folders = [PACKAGE] + [parent / "lib" for parent in list(PACKAGE.parents)[:5]]
     folders += [PACKAGE.parent.parent / ".device", PACKAGE.parent.parent / "build"]
     for folder in folders:
         for name in LIBRARY_NAMES:
