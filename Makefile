@@ -4,10 +4,14 @@ JOBS ?= $(shell nproc)
 # Debian packages the build needs: LLVM 19 (NVPTX, linked statically), yaml-cpp,
 # Catch2 v2, CLI11 (the CLI's argument parser), the compression libraries llvm-config lists for a
 # static LLVM, and clang-14 with libclang-rt-14-dev for the bounded libFuzzer run of the spec
-# front end (fuzz/run.sh).
-PACKAGES := cmake g++ make llvm-19-dev libyaml-cpp-dev catch2 libcli11-dev zlib1g-dev libzstd-dev clang-14 libclang-rt-14-dev
+# front end (fuzz/run.sh); pkg-config and python3-venv for the tests that build examples/embed/
+# against the installed tree and pip-install python/ (offline) into a virtual environment.
+PACKAGES := cmake g++ make llvm-19-dev libyaml-cpp-dev catch2 libcli11-dev zlib1g-dev libzstd-dev clang-14 libclang-rt-14-dev \
+            pkg-config python3 python3-venv
+# `make install PREFIX=...`: where the library, headers, CLI, CMake package and flashjit.pc go.
+PREFIX ?= /usr/local
 
-.PHONY: all deps configure build run test clean
+.PHONY: all deps configure build run test install deb clean
 
 all: build
 
@@ -36,6 +40,13 @@ run: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+install: build
+	@cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+# A Debian package of the same tree under /usr (CPack): `dpkg -i $(BUILD)/flashjit_*.deb` on a GPU node.
+deb: build
+	@cd $(BUILD) && cpack -G DEB && ls -l flashjit_*.deb
 
 clean:
 	rm -rf $(BUILD)

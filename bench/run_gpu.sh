@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH="$PWD/.device${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export FLASHJIT_LIB="${FLASHJIT_LIB:-$PWD/.device/libflashjit.so}"
+export FLASHJIT_LIB="${FLASHJIT_LIB:-$PWD/.device/libflashjit.so.0}"
 # The heuristic table's kernels, as every figure in docs/perf-notes.md (tuned vs heuristic comes
 # from `flashjit tune`, scripts/gpu_tune.sh). FLASHJIT_AUTOTUNE=quick measures tuned kernels
 # (each bucket is tuned during the warm-up of its first case).

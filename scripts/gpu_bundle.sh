@@ -5,9 +5,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 make build
 rm -rf .device && mkdir -p .device
-cp build/libflashjit.so build/flashjit build/flashjit_tests build/flashjit_compile_bench .device/
+# The programs load the library by its SONAME, libflashjit.so.0: that is the one copy (~26 MB; a
+# second under the link name would not fit the carry twice). The link name is a symlink for
+# whoever opens libflashjit.so by path.
+cp build/flashjit build/flashjit_tests build/flashjit_compile_bench .device/
+cp "$(readlink -f build/libflashjit.so.0)" .device/libflashjit.so.0
+ln -s libflashjit.so.0 .device/libflashjit.so
 cp "$(readlink -f /usr/lib/x86_64-linux-gnu/libyaml-cpp.so.0.7)" .device/libyaml-cpp.so.0.7
-strip --strip-unneeded .device/libflashjit.so .device/flashjit .device/flashjit_tests .device/flashjit_compile_bench \
+strip --strip-unneeded .device/libflashjit.so.0 .device/flashjit .device/flashjit_tests .device/flashjit_compile_bench \
   .device/libyaml-cpp.so.0.7
+# examples/embed's two programs, linked against this build and finding the library beside them.
+g++ -std=c++17 -O2 -Iinclude examples/embed/embed.cpp -Lbuild -lflashjit -Wl,-rpath,'$ORIGIN' -o .device/embed_cpp
+cc -std=c99 -O2 -Iinclude examples/embed/embed.c -Lbuild -lflashjit -ldl -Wl,-rpath,'$ORIGIN' -o .device/embed_c
+strip .device/embed_cpp .device/embed_c
 cp scripts/gpu_check.sh .device/
 du -sh .device

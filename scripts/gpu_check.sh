@@ -25,10 +25,16 @@ for r in "${runs[@]}"; do
   echo "=== flashjit run $r" >> "$R"
   $D/flashjit run $r >> "$R" 2>&1; echo "exit $?" >> "$R"
 done
+# A spec from flags, as JSON; the embedding examples (examples/embed) on the device.
+echo "=== flashjit run --head-dim 64 --mask 'window(256, 0)' --json" >> "$R"
+$D/flashjit run --head-dim 64 --mask "window(256, 0)" --seq 4096 --batch 4 --json >> "$R" 2>&1; echo "exit $?" >> "$R"
+for e in embed_cpp embed_c; do
+  echo "=== $e" >> "$R"; $D/$e >> "$R" 2>&1; echo "exit $?" >> "$R"
+done
 echo "==================== summary"
 grep -v "^  FLASHJIT_\|^knobs" "$R" | head -14
 echo "GPU cases: $(grep -c '^GPUCASE.* PASS ' "$T") PASS, $(grep -c '^GPUCASE.* FAIL ' "$T") FAIL"
 grep '^GPUCASE.* FAIL ' "$T" | head -20
 tail -4 "$T"
 echo "flashjit_tests exit $tests_rc"
-grep -E "^(===|spec|shape|kernel|verify|time|perf|exit)" "$R"
+grep -E "^(===|spec|shape|kernel|verify|time|perf|exit|ran on|\\{)" "$R"

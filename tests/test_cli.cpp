@@ -174,7 +174,7 @@ TEST_CASE("cli: every flag is checked before the GPU: bad values exit 2 naming t
       {"info --device -1", "--device"},
       {"compile " + spec + " --emit asm", "--emit: 'asm' is not allowed; use llvm or ptx"},
       {"compile " + spec + " --config 64", "--config: '64' is not bm,bn,warps,stages"},
-      {"compile", "SPEC is required"},
+      {"compile", "missing SPEC: give a spec file, or build one with --head-dim"},
       {"tune x.yaml --shapes 4x16 --mode fast", "--shapes: '4x16' is not BxHxSqxSkv"},
       {"tune " + spec + " --shapes 4x16x64x64 --mode fast", "--mode: 'fast' is not allowed; use quick or full"},
       {"tune " + spec + " --shapes 4x16x64x64 --deadline=0", "--deadline: expected a positive number, got '0'"},

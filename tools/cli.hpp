@@ -50,6 +50,10 @@ TileConfig parse_tile_config(const std::string& text);
 // "bm,bn,warps,stages[;bm,bn,warps,stages...]" → the configs; Error(usage) naming the bad item.
 std::vector<TileConfig> parse_tile_configs(const std::string& text);
 
+// NAME:i32|f32[=DEFAULT] → a param; NAME:i32|f32:DIM[,DIM...] → a tensor (tools/cli_check.cpp).
+ParamDecl parse_param(const std::string& text);
+TensorDecl parse_tensor(const std::string& text);
+
 // ---- shared by the subcommands --------------------------------------------------------------------
 
 // The text of a spec file; Error(spec) "PATH: cannot read the spec file (reason)".

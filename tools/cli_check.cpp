@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "tools/cli.hpp"
+#include "tools/cli_json.hpp"
 
 namespace flashjit::cli {
 
@@ -21,7 +22,9 @@ struct CheckArgs {
   bool json = false;
 };
 
-std::vector<std::string> split(const std::string& s, char sep) {
+}  // namespace
+
+static std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   for (size_t start = 0;;) {
     const size_t p = s.find(sep, start);
@@ -72,10 +75,21 @@ TensorDecl parse_tensor(const std::string& text) {
   return t;
 }
 
+namespace {
+
 // Prints a spec's or expression's problems as the library formats them; exit 2.
 int diagnostics(const Error& e) {
   const std::string text = e.what();
   std::cerr << text << (text.empty() || text.back() == '\n' ? "" : "\n");
+  return kUsage;
+}
+
+// --json: a spec's or expression's problems as one object on stdout, each problem {file, line,
+// column, message}; exit 2.
+int json_diagnostics_of(const Error& e, const std::string& key, const std::string& name, const std::string& file) {
+  std::cout << JsonObject().str(key, name).boolean("valid", false)
+                   .raw("errors", json_array(json_diagnostics(e.what(), file))).dump()
+            << "\n";
   return kUsage;
 }
 
@@ -89,7 +103,7 @@ int check_expr(const CheckArgs& a) {
     x = analyze_expression(a.expr, a.kind, params, tensors);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::spec) throw;
-    return diagnostics(e);
+    return a.json ? json_diagnostics_of(e, "expr", a.expr, "<expr>") : diagnostics(e);
   }
   if (a.json) {
     std::cout << x.json << "\n";
@@ -112,11 +126,12 @@ int check_specs(const CheckArgs& a) {
       s = analyze(AttentionSpec::from_yaml(read_spec_file(path), path));
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::spec) throw;
-      rc = diagnostics(e);
+      rc = a.json ? json_diagnostics_of(e, "file", path, path) : diagnostics(e);
       continue;
     }
-    if (a.json) {
-      std::cout << s.json << "\n";
+    if (a.json) {  // the analysis, led by the file's name and its verdict
+      std::cout << "{" << json_quote("file") << ":" << json_quote(path) << ",\"valid\":true,"
+                << s.json.substr(s.json.find('{') + 1) << "\n";
     } else {
       if (!first) std::cout << "---\n";
       std::cout << s.canonical;

@@ -3,6 +3,8 @@
 #include <memory>
 
 #include "tools/cli.hpp"
+#include "tools/cli_json.hpp"
+#include "tools/cli_spec_flags.hpp"
 
 namespace flashjit::cli {
 
@@ -15,10 +17,31 @@ struct CompileArgs {
   std::string config;  // "" → the heuristic table's
   std::string output;  // "" → stdout
   bool backward = false;
+  bool json = false;
+  SpecFlags flags;
 };
 
+// --json: what the stderr summary says, as one object on stdout; the IR or PTX under "text" unless
+// it went to -o FILE.
+void print_json(const CompiledKernel& k, const CompileArgs& a, const std::string& text, const PtxasReport& r) {
+  JsonObject j;
+  j.str("key", k.key).str("entry", k.entry).str("arch", k.arch).str("description", k.description);
+  j.str("config", k.config.str()).str("config_reason", k.config_reason);
+  j.integer("threads", k.threads).integer("shared_bytes", k.shared_bytes).integer("ptx_bytes", int64_t(k.ptx.size()));
+  JsonObject ptxas;
+  ptxas.boolean("ran", r.ran).boolean("ok", r.ok);
+  if (r.ran && r.ok)
+    ptxas.integer("registers", r.registers).integer("spill_stores", r.spill_stores).integer("spill_loads", r.spill_loads);
+  else if (r.ran)
+    ptxas.str("log", r.log);
+  j.raw("ptxas", ptxas.dump()).str("emit", a.emit);
+  if (a.output.empty()) j.str("text", text);
+  else j.str("output", a.output);
+  std::cout << j.dump() << "\n";
+}
+
 int compile(const CompileArgs& a) {
-  AttentionSpec spec = load_spec_arg(a.spec);
+  AttentionSpec spec = spec_from_args(a.spec, a.flags, false);
   CompileOptions opts;
   opts.arch = a.arch;
   if (!a.config.empty()) (a.backward ? opts.backward_config : opts.config) = parse_tile_config(a.config);
@@ -26,7 +49,11 @@ int compile(const CompileArgs& a) {
   CompiledKernel k = compile_to_ptx(spec, opts);
   const std::string& text = a.emit == "ptx" ? k.ptx : k.llvm_ir;
   if (!a.output.empty()) write_output(a.output, text);
-  else std::cout << text;
+  if (a.json) {
+    print_json(k, a, text, run_ptxas(k.ptx, k.arch));
+    return kOk;
+  }
+  if (a.output.empty()) std::cout << text;
   std::cerr << "kernel " << k.key << " (" << k.entry << ") for " << k.arch << ": config " << k.config.str() << " — "
             << k.config_reason << "; PTX " << k.ptx.size() << " bytes, " << k.threads << " threads, "
             << k.shared_bytes << " B shared";
@@ -46,12 +73,13 @@ int compile(const CompileArgs& a) {
 Command add_compile(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("compile", "compile a spec to LLVM IR or PTX (no GPU needed)");
   sub->footer(
-      "Compiles SPEC (YAML) and writes the optimised LLVM IR or the PTX to FILE (default stdout).\n"
+      "Compiles SPEC (YAML), or the spec that --dtype, --head-dim, --mask, ... build, and writes the\n"
+      "optimised LLVM IR or the PTX to FILE (default stdout).\n"
       "A summary (kernel key, tile config and why, sizes; registers and spills when ptxas is found)\n"
       "goes to stderr. FILE is replaced only when the compile succeeds; a device or FIFO is written\n"
       "in place, and a symlink is written through to its target.");
   auto a = std::make_shared<CompileArgs>();
-  sub->add_option("SPEC", a->spec, "the spec (YAML file)")->type_name("")->required();
+  sub->add_option("SPEC", a->spec, "the spec (YAML file), or the spec flags below")->type_name("");
   sub->add_option("--emit", a->emit, "what to write")
       ->type_name("llvm|ptx")
       ->check(one_of({"llvm", "ptx"}))
@@ -66,6 +94,8 @@ Command add_compile(CLI::App& app) {
   sub->add_flag("--backward", a->backward,
                 "the backward module (dK/dV, dQ and D pre-pass kernels) instead of the forward; --config is the "
                 "backward's");
+  sub->add_flag("--json", a->json, "print a JSON object (kernel, config, sizes, ptxas; the text unless -o)");
+  add_spec_flags(sub, a->flags);
   return {sub, [a] { return compile(*a); }};
 }
 

@@ -4,10 +4,41 @@
 #include <memory>
 
 #include "tools/cli.hpp"
+#include "tools/cli_json.hpp"
 
 namespace flashjit::cli {
 
 namespace {
+
+// --json: the same facts as one object; "device" is null (and "device_error" says why) without a GPU.
+int info_json(int device) {
+  VersionInfo v = versions();
+  JsonObject j, knob_values;
+  const std::string ptxas = find_ptxas();
+  j.str("flashjit", v.flashjit).str("llvm", v.llvm).str("ptx_isa", v.ptx_isa).str("cache_dir", cache_dir());
+  if (ptxas.empty()) j.null("ptxas");
+  else j.str("ptxas", ptxas);
+  for (const KnobInfo& k : knobs()) knob_values.str(k.name, k.value);
+  j.raw("knobs", knob_values.dump());
+  int rc = kOk;
+  try {
+    Runtime rt = Runtime::create(device);
+    const DeviceInfo& d = rt.device();
+    j.raw("device", JsonObject().integer("ordinal", d.ordinal).str("name", d.name)
+                        .str("compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor))
+                        .str("arch", d.arch()).integer("sm_count", d.sm_count)
+                        .integer("shared_per_block", d.shared_per_block)
+                        .integer("shared_per_block_optin", d.shared_per_block_optin)
+                        .integer("shared_per_sm", d.shared_per_sm).integer("l2_bytes", d.l2_bytes)
+                        .integer("driver_version", d.driver_version).dump());
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::no_gpu) throw;
+    j.null("device").str("device_error", e.what());
+    rc = kNoGpu;
+  }
+  std::cout << j.dump() << "\n";
+  return rc;
+}
 
 int info(int device) {
   VersionInfo v = versions();
@@ -50,7 +81,9 @@ Command add_info(CLI::App& app) {
       ->type_name("N")
       ->check(integer_in(0, INT_MAX))
       ->capture_default_str();
-  return {sub, [device] { return info(*device); }};
+  auto json = std::make_shared<bool>(false);
+  sub->add_flag("--json", *json, "print one JSON object (device null without a GPU)");
+  return {sub, [device, json] { return *json ? info_json(*device) : info(*device); }};
 }
 
 }  // namespace flashjit::cli

@@ -9,6 +9,8 @@
 
 #include "flashjit/reference.hpp"
 #include "tools/cli.hpp"
+#include "tools/cli_json.hpp"
+#include "tools/cli_spec_flags.hpp"
 
 namespace flashjit::cli {
 
@@ -25,7 +27,21 @@ struct RunArgs {
   bool no_verify = false;
   bool backward = false;
   std::string backward_config;  // "" → the backward's heuristic
+  bool json = false;
+  SpecFlags flags;
 };
+
+// --json: the run as one object on stdout (spec, device, shape, then one entry per tile config).
+struct JsonReport {
+  JsonObject head;
+  std::vector<std::string> runs;
+};
+
+std::string spec_summary(const AttentionSpec& spec) {
+  return JsonObject().str("name", spec.name).str("dtype", spec.dtype == DType::f16 ? "fp16" : "bf16")
+      .integer("head_dim", spec.head_dim_qk).integer("head_dim_v", spec.head_dim_v).str("mask", spec.mask)
+      .str("score", spec.score).dump();
+}
 
 // Forward FLOPs, FlashAttention's convention (docs/perf-notes.md): 2·s_q·s_kv·(d_qk + d_v) per
 // (batch, head), times the fraction of (query, key) pairs the mask leaves visible.
@@ -40,10 +56,20 @@ void fill_random(std::vector<uint16_t>& v, size_t n, DType dt, std::mt19937_64& 
   for (auto& x : v) x = ref::to_half_bits(dist(rng), dt);
 }
 
-int compile_only(const AttentionSpec& spec, const Error& why, bool backward) {
+int compile_only(const AttentionSpec& spec, const Error& why, bool backward, bool json) {
   CompileOptions opts;
   opts.backward = backward;
   CompiledKernel k = compile_to_ptx(spec, opts);
+  if (json) {
+    PtxasReport r = run_ptxas(k.ptx, k.arch);
+    JsonObject j;
+    j.raw("spec", spec_summary(spec)).boolean("ran", false).str("reason", why.what()).str("key", k.key);
+    j.str("arch", k.arch).str("config", k.config.str()).str("config_reason", k.config_reason);
+    j.integer("ptx_bytes", int64_t(k.ptx.size()));
+    if (r.ran && r.ok) j.integer("registers", r.registers).integer("spill_stores", r.spill_stores);
+    std::cout << j.dump() << "\n";
+    return kNoGpu;
+  }
   std::cout << "compiled " << k.key << " for " << k.arch << ": " << spec.canonical() << "  config " << k.config.str()
             << " (" << k.config_reason << ")\n  PTX " << k.ptx.size() << " bytes";
   PtxasReport r = run_ptxas(k.ptx, k.arch);
@@ -113,8 +139,17 @@ void upload(const Runtime& rt, const ref::Problem& p, DeviceProblem& d) {
   args.buffers = d.buffer_args;
 }
 
-void print_header(const Runtime& rt, const ref::Problem& p) {
+void print_header(const Runtime& rt, const ref::Problem& p, JsonReport* json) {
   const AttentionSpec& spec = p.spec;
+  if (json) {
+    json->head.raw("spec", spec_summary(spec)).boolean("ran", true);
+    json->head.raw("device", JsonObject().str("name", rt.device().name).str("arch", rt.device().arch())
+                                 .integer("sm_count", rt.device().sm_count).dump());
+    json->head.raw("shape", JsonObject().integer("batch", p.batch).integer("heads_q", p.heads_q)
+                                .integer("heads_kv", p.heads_kv).integer("seq_q", p.seq_q).integer("seq_kv", p.seq_kv)
+                                .dump());
+    return;
+  }
   std::cout << "device   " << rt.device().name << " (" << rt.device().arch() << ", " << rt.device().sm_count
             << " SMs)\n"
             << "spec     " << (spec.name.empty() ? "" : spec.name + ": ")
@@ -127,7 +162,8 @@ void print_header(const Runtime& rt, const ref::Problem& p) {
 
 // Launches `kernel` on outputs poisoned with NaN (an unwritten element fails verification),
 // verifies unless told not to, times it and prints one block. Returns whether it verified.
-bool run_one(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, DeviceProblem& d, const RunArgs& a) {
+bool run_one(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, DeviceProblem& d, const RunArgs& a,
+             JsonObject* json) {
   const CompiledKernel& ck = kernel.compiled();
   d.o.fill_bytes(0xFF);
   d.lse.fill_bytes(0xFF);
@@ -146,6 +182,13 @@ bool run_one(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, Dev
   }
   const double ms = rt.time_forward(kernel, d.args, 3, a.reps);
   const double tflops = forward_flops(p) / (ms * 1e-3) / 1e12;
+  if (json) {
+    json->str("key", ck.key).str("description", ck.description).str("config", ck.config.str());
+    json->str("config_reason", ck.config_reason).integer("registers", kernel.registers());
+    json->integer("spill_bytes", kernel.spill_bytes()).boolean("verified", !a.no_verify).boolean("ok", ok);
+    json->str("verdict", verdict).num("ms", ms).num("tflops", tflops);
+    return ok;
+  }
   std::cout << "kernel   " << ck.key << " " << ck.description << " (" << ck.config_reason << "), " << kernel.registers()
             << " regs, " << kernel.spill_bytes() << " B local\n"
             << "verify   " << verdict << "\n"
@@ -158,7 +201,8 @@ bool run_one(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, Dev
 // The backward on the forward's O and LSE with a random dO; dQ, dK, dV poisoned with NaN, verified
 // against the fp64 reference backward and timed (FlashAttention's convention: a backward does 2.5×
 // the forward's FLOPs).
-bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, DeviceProblem& d, const RunArgs& a) {
+bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, DeviceProblem& d, const RunArgs& a,
+                  JsonObject* json) {
   std::mt19937_64 rng(static_cast<uint64_t>(a.seed) + 1);
   std::vector<uint16_t> d_o;
   fill_random(d_o, d.o.size() / 2, p.dtype(), rng);
@@ -191,6 +235,12 @@ bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p
   }
   const double ms = rt.time_backward(kernel, b, 3, a.reps);
   const CompiledKernel& ck = kernel.backward_compiled(p);  // the module this shape's calls ran
+  if (json) {
+    json->raw("backward", JsonObject().str("key", ck.key).str("description", ck.description)
+                              .str("config_reason", ck.config_reason).boolean("ok", ok).str("verdict", verdict)
+                              .num("ms", ms).num("tflops", 2.5 * forward_flops(p) / (ms * 1e-3) / 1e12).dump());
+    return ok;
+  }
   std::cout << "backward " << ck.key << " " << ck.description << " (" << ck.config_reason << ")\n"
             << "verify   " << verdict << "\n"
             << std::fixed << std::setprecision(3) << "time     " << ms << " ms backward (median)\n"
@@ -201,7 +251,7 @@ bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p
 }
 
 int run(const RunArgs& a) {
-  const AttentionSpec spec = load_spec_arg(a.spec.empty() ? std::nullopt : std::optional(a.spec));
+  const AttentionSpec spec = spec_from_args(a.spec, a.flags, true);
   ref::Problem p = make_problem(spec, a);
   // One or more tile configs, each compiled, verified and timed on the same inputs so that they
   // compare side by side. None: the heuristic table's.
@@ -214,12 +264,14 @@ int run(const RunArgs& a) {
     rt = Runtime::create(a.device);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::no_gpu) throw;
-    return compile_only(spec, e, a.backward);
+    return compile_only(spec, e, a.backward, a.json);
   }
   fill_inputs(p, static_cast<uint64_t>(a.seed));
   DeviceProblem d;
   upload(*rt, p, d);
   bool all_ok = true, first = true;
+  JsonReport report;
+  JsonReport* json = a.json ? &report : nullptr;
   for (const std::optional<TileConfig>& config : configs) {
     CompileOptions opts;
     opts.config = config;
@@ -229,14 +281,18 @@ int run(const RunArgs& a) {
       kernel = rt->compile(spec, opts);
     } catch (const Error& e) {
       if (configs.size() == 1 || e.kind() != ErrorKind::spec) throw;
-      std::cout << "config   " << config->str() << " rejected: " << e.what() << "\n";
+      if (json) report.runs.push_back(JsonObject().str("config", config->str()).str("rejected", e.what()).dump());
+      else std::cout << "config   " << config->str() << " rejected: " << e.what() << "\n";
       continue;
     }
-    if (first) print_header(*rt, p);
+    if (first) print_header(*rt, p, json);
     first = false;
-    all_ok = run_one(*rt, kernel, p, d, a) && all_ok;
-    if (a.backward) all_ok = run_backward(*rt, kernel, p, d, a) && all_ok;
+    JsonObject entry;
+    all_ok = run_one(*rt, kernel, p, d, a, json ? &entry : nullptr) && all_ok;
+    if (a.backward) all_ok = run_backward(*rt, kernel, p, d, a, json ? &entry : nullptr) && all_ok;
+    if (json) report.runs.push_back(entry.dump());
   }
+  if (json) std::cout << report.head.boolean("ok", all_ok).raw("runs", json_array(report.runs)).dump() << "\n";
   return all_ok ? kOk : kFailure;
 }
 
@@ -252,7 +308,8 @@ Command add_run(CLI::App& app) {
       "(16k tokens, hidden 2048). Without a GPU it compiles, reports the kernel and exits 69.");
   auto a = std::make_shared<RunArgs>();
   const CLI::Validator positive = integer_in(1);
-  sub->add_option("SPEC", a->spec, "the spec (YAML file); default: the built-in bf16 d=128 causal")->type_name("");
+  sub->add_option("SPEC", a->spec, "the spec (YAML file), or the spec flags below; default: bf16 d=128 causal")
+          ->type_name("");
   sub->add_option("--batch", a->batch, "batch size")->type_name("N")->check(positive)->capture_default_str();
   sub->add_option("--heads", a->heads, "query heads (default 2048/d)")->type_name("N")->check(positive);
   sub->add_option("--heads-kv", a->heads_kv, "key/value heads, dividing --heads (default: --heads)")
@@ -286,6 +343,8 @@ Command add_run(CLI::App& app) {
   sub->add_option("--backward-config", a->backward_config, "with --backward: its tile config (default: its heuristic's)")
       ->type_name("BM,BN,WARPS,STAGES")
       ->check(parsed_by(parse_tile_config));
+  sub->add_flag("--json", a->json, "print one JSON object (spec, device, shape, per config: kernel, verdict, time)");
+  add_spec_flags(sub, a->flags);
   return {sub, [a] { return run(*a); }};
 }
 

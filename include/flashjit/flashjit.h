@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flashjit/version.h" /* FLASHJIT_VERSION_MAJOR, _MINOR, _PATCH */
+
 #if defined(FLASHJIT_BUILDING)
 #define FJ_API __attribute__((visibility("default")))
 #else

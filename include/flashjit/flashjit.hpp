@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "flashjit/version.h"  // FLASHJIT_VERSION_MAJOR, _MINOR, _PATCH
+
 #if defined(FLASHJIT_BUILDING)
 #define FLASHJIT_API __attribute__((visibility("default")))
 #else
