@@ -1,6 +1,6 @@
 // The autotuner's bench for one tuning job: inputs (several sets that together exceed the L2), an
-// L2 flush, each candidate config compiled and loaded, its output checked against the first
-// measured config's, and its launches timed with CUDA events.
+// L2 flush, each candidate config compiled and loaded, its output (poisoned before it runs)
+// checked against the fp64 reference under the tests' rule, and its launches timed with CUDA events.
 #pragma once
 
 #include <map>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autotune/search.hpp"
+#include "flashjit/reference.hpp"
 #include "runtime/tuner.hpp"
 
 namespace flashjit::rt {
@@ -34,6 +35,7 @@ class TuneBench {
   };
   const Kernel* kernel(const TileConfig& c, std::string* why);
   std::optional<std::string> check_output(const TileConfig& c);
+  void host_problem();  // problem_ and expected_: the host inputs and their fp64 reference
   void setup();
 
   const Runtime& runtime_;
@@ -41,9 +43,8 @@ class TuneBench {
   const TuneJob& job_;
   std::map<std::string, Built> kernels_;
   std::vector<DeviceBuffer> buffers_;  // q, k, v, o, lse of each input set in turn, then the spec's tensors
-  size_t out_elems_ = 0;
-  std::vector<uint16_t> baseline_;     // set 0's output from the first config measured
-  std::string baseline_name_;
+  ref::Problem problem_;               // set 0 on the host: what every config's output is judged by
+  ref::Expected expected_;             // the fp64 reference of problem_'s checked rows
   std::vector<ForwardArgs> sets_;
   DeviceBuffer flush_;
   std::unique_ptr<class EventTimer> timer_;
