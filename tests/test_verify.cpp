@@ -143,3 +143,19 @@ TEST_CASE("verify: a kernel that drops key tile 0 for later rows fails, one expe
   CHECK(b.max_err > b.limit);
   CHECK_FALSE(judge(p, e, good.o, &bad.lse).ok);
 }
+
+TEST_CASE("verify: an output computed with the default scale fails a problem with another scale", "[reference][verify]") {
+  // What a kernel that ignored `scale` would write: the GPU cases with non-default scales
+  // (tests/test_gpu_boundaries.cpp, tests/test_gpu_matrix.cpp) rely on the reference telling.
+  Problem p = random_problem("causal", 90, 90, 32, DType::bf16, 15);
+  const Output default_scale = rounded_answer(p, all_rows(p), p);
+  for (float scale : {0.05f, 0.3f, 1.0f}) {
+    Problem scaled = p;
+    scaled.scale = scale;
+    const Output right = rounded_answer(scaled, all_rows(scaled), scaled);
+    INFO("scale " << scale);
+    CHECK(verify(scaled, right.o, &right.lse).ok);
+    CHECK_FALSE(verify(scaled, default_scale.o, &default_scale.lse).ok);
+    CHECK_FALSE(verify(scaled, default_scale.o, nullptr).ok);
+  }
+}

@@ -112,11 +112,16 @@ TEST_CASE("tile walk: emitted spans cover every visible tile and full tiles are 
   }
 }
 
-TEST_CASE("tile walk: shorthands off the tile grid with the kernels' tile sizes", "[kv_bounds]") {
+TEST_CASE("tile walk: shorthands off the tile grid with every tile size the kernels use", "[kv_bounds]") {
   const Decls d = Decls::standard();
   const char* masks[] = {"window(254, 0)", "window(257, 0)", "window(1, 130)", "causal_br", "prefix(n)",
                          "prefix(n) || causal", "causal && window(w, 0)"};
-  const std::pair<int, int> tiles[] = {{64, 64}, {128, 32}, {128, 128}, {64, 128}, {32, 64}, {16, 32}};
+  // Every tile size the heuristics and the tuner's search spaces hold (forward_search_space in
+  // templates/fwd/plan.cpp, backward_search_space in templates/bwd/plan.cpp), rows against columns
+  // both ways, and the one-warp 16-row tile.
+  std::vector<std::pair<int, int>> tiles = {{16, 32}};
+  for (int rows : {32, 64, 128, 256})
+    for (int cols : {32, 64, 128}) tiles.push_back({rows, cols});
   std::mt19937 rng(77);
   for (const char* text : masks) {
     const ExprPtr m = compile(text, d, ExprRole::Mask);
