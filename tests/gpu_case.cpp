@@ -45,8 +45,8 @@ std::vector<uint16_t> relayout(const std::vector<uint16_t>& in, const Case& c, i
                                bool to_device) {
   if (!c.bhsd && !padded(c)) return in;
   const auto st = strides(c, seq, heads, dim);
-  std::vector<uint16_t> out(to_device ? device_elems(c, seq, heads, dim) : in.size(), to_device ? 0xFFFF : 0);
-  if (!to_device) out.resize(size_t(c.batch * seq * heads * dim));
+  std::vector<uint16_t> out(to_device ? device_elems(c, seq, heads, dim) : size_t(c.batch * seq * heads * dim),
+                            to_device ? 0xFFFF : 0);
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t s = 0; s < seq; ++s)
       for (int64_t h = 0; h < heads; ++h)

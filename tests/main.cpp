@@ -37,6 +37,7 @@ std::vector<std::string>& skips() {
 void record_skip(const std::string& reason) {
   const std::string line = Catch::getResultCapture().getCurrentTestName() + ": " + reason;
   std::cout << "SKIPPED: " << line << std::endl;
+  WARN("SKIPPED: " << reason);  // in Catch's own report (XML, JUnit) too
   std::lock_guard<std::mutex> lock(skips_mu);
   skips().push_back(line);
 }
