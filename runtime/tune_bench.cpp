@@ -33,7 +33,8 @@ constexpr int64_t kCheckedRowsPerHead = 512;
 
 // The rows of the first, middle and last (batch, head) pairs that the output check compares.
 std::vector<ref::RowId> checked_rows(const ref::Problem& p) {
-  ref::Problem one = p;
+  ref::Problem one;  // the shape only: pick_rows reads no data
+  static_cast<ProblemShape&>(one) = p;
   one.batch = one.heads_q = 1;
   const std::vector<ref::RowId> per_head = ref::pick_rows(one, kCheckedRowsPerHead);
   std::vector<std::pair<int64_t, int64_t>> heads = {{0, 0}, {p.batch / 2, p.heads_q / 2}, {p.batch - 1, p.heads_q - 1}};
