@@ -80,11 +80,12 @@ constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 // masked) from `score_of(dot, kv)` over T-precision dot products, then `finish(r, id, hk, s, m)`
 // for rows with a visible key (a fully masked row stays O = 0, LSE = −inf).
 template <class T, class ScoreFn, class FinishFn>
-Rows attention_rows(const Problem& p, const std::vector<RowId>& ids, ScoreFn score_of, FinishFn finish) {
+Rows attention_rows(const Problem& p, const std::vector<RowId>& ids, ScoreFn score_of, FinishFn finish,
+                    bool with_o = true) {
   const Semantics sem(p);
   const DType dt = p.dtype();
   Rows out;
-  out.o.assign(ids.size() * p.d_v(), 0.0);
+  if (with_o) out.o.assign(ids.size() * p.d_v(), 0.0);
   out.lse.assign(ids.size(), kNegInf<double>);
   const int64_t group = p.heads_q / p.heads_kv;
   parallel_for(ids.size(), [&](size_t r) {
@@ -98,7 +99,9 @@ Rows attention_rows(const Problem& p, const std::vector<RowId>& ids, ScoreFn sco
       const size_t qi = q_index(p, id.b, id.q, id.h), ki = k_index(p, id.b, kv, hk);
       for (int64_t c = 0; c < p.d_qk(); ++c) dot += T(from_half_bits(p.q[qi + c], dt)) * T(from_half_bits(p.k[ki + c], dt));
       s[kv] = score_of(sem, id, kv, dot);
-      m = std::max(m, s[kv]);
+      // A NaN score (a NaN input or modifier) makes the row NaN; std::max would drop it, and a
+      // row of NaN scores would pass for one with no visible key.
+      if (s[kv] > m || std::isnan(s[kv])) m = std::isnan(m) ? m : s[kv];
     }
     if (m != kNegInf<T>) finish(out, r, hk, s, m);
   });
@@ -159,31 +162,89 @@ Rows attention_same_dtype(const Problem& p, const std::vector<RowId>& ids) {
   return attention_rows<float>(p, ids, score, finish);
 }
 
-Verdict verify(const Problem& p, const std::vector<uint16_t>& out_bshd, const std::vector<float>* lse_bhs,
-               int64_t max_rows) {
+namespace {
+
+// fp64 LSE only (no PV): the all-rows LSE check costs the QKᵀ half of the reference.
+std::vector<double> lse_fp64(const Problem& p, const std::vector<RowId>& ids) {
+  const double scale = p.effective_scale();
+  const bool identity = p.spec.score == "score";
+  auto score = [&](const Semantics& sem, const RowId& id, int64_t kv, double dot) {
+    return identity ? dot * scale : double(sem.score(id.b, id.h, id.q, kv, float(dot * scale)));
+  };
+  auto finish = [&](Rows& out, size_t r, int64_t, const std::vector<double>& s, double m) {
+    double l = 0;
+    for (double x : s)
+      if (x != kNegInf<double>) l += std::exp(x - m);
+    out.lse[r] = m + std::log(l);
+  };
+  return attention_rows<double>(p, ids, score, finish, /*with_o=*/false).lse;
+}
+
+bool all_lse_rows(const Problem& p) {
+  const double pairs = double(p.batch) * double(p.heads_q) * double(p.seq_q) * double(p.seq_kv);
+  return pairs <= double(kAllLseRowsPairs);
+}
+
+}  // namespace
+
+Expected expect(const Problem& p, int64_t max_rows) {
+  Expected e;
+  e.rows = pick_rows(p, max_rows);
+  e.truth = attention_fp64(p, e.rows);
+  e.plain = attention_same_dtype(p, e.rows);
+  if (all_lse_rows(p) && int64_t(e.rows.size()) < p.batch * p.heads_q * p.seq_q) {
+    e.lse_rows = pick_rows(p, p.batch * p.heads_q * p.seq_q);
+    e.lse = lse_fp64(p, e.lse_rows);
+  } else {
+    e.lse_rows = e.rows;
+    e.lse = e.truth.lse;
+  }
+  return e;
+}
+
+Expected expect_rows(const Problem& p, std::vector<RowId> rows) {
+  Expected e;
+  e.rows = std::move(rows);
+  e.truth = attention_fp64(p, e.rows);
+  e.plain = attention_same_dtype(p, e.rows);
+  e.lse_rows = e.rows;
+  e.lse = e.truth.lse;
+  return e;
+}
+
+Verdict judge(const Problem& p, const Expected& e, const std::vector<uint16_t>& out_bshd,
+              const std::vector<float>* lse_bhs) {
   const int64_t d_v = p.d_v();
   const DType dt = p.dtype();
   Verdict v;
+  const size_t o_elems = size_t(p.batch * p.seq_q * p.heads_q * d_v);
+  if (out_bshd.size() != o_elems || (lse_bhs && lse_bhs->size() != size_t(p.batch * p.heads_q * p.seq_q))) {
+    v.message = "FAIL output of " + std::to_string(out_bshd.size()) + " elements (expected " + std::to_string(o_elems) +
+                ")" + (lse_bhs ? ", LSE of " + std::to_string(lse_bhs->size()) : std::string());
+    return v;
+  }
   for (uint16_t bits : out_bshd)
     if (!std::isfinite(from_half_bits(bits, dt))) ++v.nan_count;
-  const std::vector<RowId> ids = pick_rows(p, max_rows);
-  v.rows_checked = static_cast<int64_t>(ids.size());
-  const Rows truth = attention_fp64(p, ids);
-  const Rows plain = attention_same_dtype(p, ids);
+  v.rows_checked = static_cast<int64_t>(e.rows.size());
   detail::ErrorBound bound;
-  bool lse_ok = true;
-  for (size_t r = 0; r < ids.size(); ++r) {
-    const RowId id = ids[r];
+  for (size_t r = 0; r < e.rows.size(); ++r) {
+    const RowId id = e.rows[r];
     const size_t oi = detail::o_index(p, id.b, id.q, id.h);
     for (int64_t c = 0; c < d_v; ++c)
-      bound.add(from_half_bits(out_bshd[oi + c], dt), truth.o[r * d_v + c], plain.o[r * d_v + c], dt);
-    if (lse_bhs) {
+      bound.add(from_half_bits(out_bshd[oi + c], dt), e.truth.o[r * d_v + c], e.plain.o[r * d_v + c], dt);
+  }
+  bool lse_ok = true;
+  if (lse_bhs) {
+    v.lse_rows_checked = static_cast<int64_t>(e.lse_rows.size());
+    for (size_t r = 0; r < e.lse_rows.size(); ++r) {
+      const RowId id = e.lse_rows[r];
       const double got = (*lse_bhs)[(id.b * p.heads_q + id.h) * p.seq_q + id.q];
-      const double t = truth.lse[r];
-      if (std::isinf(t)) {
+      const double t = e.lse[r];
+      if (std::isinf(t) && t < 0) {
         lse_ok = lse_ok && std::isinf(got) && got < 0;
       } else {
-        const double err = std::isfinite(got) ? std::abs(got - t) : INFINITY;
+        // A NaN or +inf in the reference is a mismatch, never a value to skip.
+        const double err = std::isfinite(got) && std::isfinite(t) ? std::abs(got - t) : INFINITY;
         v.max_lse_err = std::max(v.max_lse_err, err);
       }
     }
@@ -194,9 +255,15 @@ Verdict verify(const Problem& p, const std::vector<uint16_t>& out_bshd, const st
   v.ok = v.nan_count == 0 && within && lse_ok && lse_close;
   std::ostringstream s;
   s << (v.ok ? "PASS" : "FAIL") << " " << detail::ErrorBound::describe(v) << " lse_err=" << v.max_lse_err
-    << (lse_ok ? "" : " LSE(-inf) MISMATCH") << " nonfinite=" << v.nan_count << " rows=" << v.rows_checked;
+    << (lse_ok ? "" : " LSE(-inf) MISMATCH") << " nonfinite=" << v.nan_count << " rows=" << v.rows_checked
+    << " lse_rows=" << v.lse_rows_checked;
   v.message = s.str();
   return v;
+}
+
+Verdict verify(const Problem& p, const std::vector<uint16_t>& out_bshd, const std::vector<float>* lse_bhs,
+               int64_t max_rows) {
+  return judge(p, expect(p, max_rows), out_bshd, lse_bhs);
 }
 
 double visible_fraction(const Problem& p) {

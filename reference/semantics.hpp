@@ -100,7 +100,10 @@ void parallel_for(size_t n, Body body) {
 class ErrorBound {
  public:
   void add(double got, double truth, double plain, DType dt) {
-    max_err_ = std::max(max_err_, std::isfinite(got) ? std::abs(got - truth) : INFINITY);
+    // A non-finite reference element (a NaN input or score) is a mismatch unless the output holds
+    // the same value; std::max would drop a NaN difference.
+    const bool same = got == truth || (std::isnan(got) && std::isnan(truth));
+    max_err_ = std::max(max_err_, std::isfinite(got) && std::isfinite(truth) ? std::abs(got - truth) : same ? 0 : INFINITY);
     baseline_err_ = std::max(baseline_err_, std::abs(plain - truth));
     rounding_ = std::max(rounding_, std::abs(double(round_to(float(truth), dt)) - truth));
   }

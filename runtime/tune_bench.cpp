@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "flashjit/reference.hpp"
+#include "runtime/driver.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/timing.hpp"
 #include "support/log.hpp"
@@ -13,16 +13,32 @@ namespace flashjit::rt {
 
 namespace {
 
-// Every config must compute what the first one measured computed (the heuristic's, when it
-// builds) on input set 0: a fast wrong kernel must never win. Two correct kernels differ by their
-// rounding, a few bf16/fp16 ulps of |O| ≤ max|V| ≈ 1.73 here; 0.1 is far above that and far below
-// what a broken kernel showed (max error 0.27–0.84, docs/perf-notes.md §8). At most
-// kMaxCheckedOutputs elements are compared, spread evenly over the output; the stride is odd, so
-// the samples walk through every column of O.
-constexpr float kMaxOutputDifference = 0.1f;
-constexpr size_t kMaxCheckedOutputs = size_t(1) << 22;
-constexpr size_t kSet0Output = 3;  // buffers_ holds q, k, v, o, lse of each set in turn
+// Every config's output on input set 0 is judged against the fp64 reference under the tests' rule
+// (ref::judge: error ≤ 2 × the same-dtype implementation's + a floor, no NaN anywhere, LSE within
+// 1e-3): a fast wrong kernel must never win. A comparison with another config cannot do that: a
+// kernel that drops key tile 0 for later rows is 0.027 from a correct one at s=2048, d=128. The
+// output and LSE are poisoned with NaN before each config runs, so an element a config does not
+// write cannot keep a previous config's value.
+constexpr size_t kSet0Output = 3, kSet0Lse = 4;  // buffers_ holds q, k, v, o, lse of each set in turn
+// Rows checked: every row of a few (batch, head) pairs when seq_q is small, else their first and
+// last 16 rows and an even spread (ref::pick_rows), up to this many per pair; the reference's cost
+// then stays near seconds at seq 8192.
+constexpr int64_t kCheckedRowsPerHead = 512;
 
+// The rows of the first, middle and last (batch, head) pairs that the output check compares.
+std::vector<ref::RowId> checked_rows(const ref::Problem& p) {
+  ref::Problem one;  // the shape only: pick_rows reads no data
+  static_cast<ProblemShape&>(one) = p;
+  one.batch = one.heads_q = 1;
+  const std::vector<ref::RowId> per_head = ref::pick_rows(one, kCheckedRowsPerHead);
+  std::vector<std::pair<int64_t, int64_t>> heads = {{0, 0}, {p.batch / 2, p.heads_q / 2}, {p.batch - 1, p.heads_q - 1}};
+  std::sort(heads.begin(), heads.end());
+  heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+  std::vector<ref::RowId> rows;
+  for (auto [b, h] : heads)
+    for (const ref::RowId& r : per_head) rows.push_back({b, h, r.q});
+  return rows;
+}
 
 }  // namespace
 
@@ -95,8 +111,8 @@ autotune::Measurement CandidateBench::measure(const TileConfig& c) {
     return m;
   }
   try {
-    setup();
     ContextGuard guard(*ctx_);
+    setup();
     const cu::Driver& d = cu::driver();
     if (!timer_) timer_ = std::make_unique<EventTimer>(*ctx_);
     poison();
@@ -192,37 +208,55 @@ std::optional<std::string> TuneBench::load(const TileConfig& c) {
   return std::nullopt;
 }
 
-void TuneBench::poison() { buffers_[kSet0Output].fill_bytes(0xFF); }  // NaN in fp16 and bf16
+void TuneBench::poison() {  // NaN in fp16, bf16 and fp32
+  buffers_[kSet0Output].fill_bytes(0xFF);
+  buffers_[kSet0Lse].fill_bytes(0xFF);
+}
 
 void TuneBench::launch(int r) { current_->forward(sets_[size_t(r) % sets_.size()]); }
 
-std::optional<std::string> TuneBench::check(const TileConfig& c) {
-  const DType dtype = job_.source.spec->spec.dtype;
-  std::vector<uint16_t> all(out_elems_);
-  buffers_[kSet0Output].download(all.data(), all.size() * 2);
-  const size_t stride = all.size() <= kMaxCheckedOutputs ? 1 : (all.size() / kMaxCheckedOutputs) | 1;
-  std::vector<uint16_t> out;
-  for (size_t i = 0; i < all.size(); i += stride) out.push_back(all[i]);
-  if (baseline_.empty()) {
-    for (uint16_t h : out)
-      if (!std::isfinite(ref::from_half_bits(h, dtype))) return std::string("wrong output: non-finite values (no baseline yet)");
-    baseline_ = std::move(out);
-    baseline_name_ = c.str();
-    return std::nullopt;
-  }
-  float worst = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const float diff = std::fabs(ref::from_half_bits(out[i], dtype) - ref::from_half_bits(baseline_[i], dtype));
-    if (std::isnan(diff)) return "wrong output: non-finite where " + baseline_name_ + "'s is finite";
-    worst = std::max(worst, diff);
-  }
-  if (worst <= kMaxOutputDifference) return std::nullopt;
-  return "wrong output: differs from " + baseline_name_ + "'s by " + format_ms(worst) + " (more than " +
-         format_ms(kMaxOutputDifference) + ")";
+std::optional<std::string> TuneBench::check(const TileConfig&) {
+  std::vector<uint16_t> out(size_t(problem_.batch * problem_.seq_q * problem_.heads_q * problem_.d_v()));
+  std::vector<float> lse(size_t(problem_.batch * problem_.heads_q * problem_.seq_q));
+  buffers_[kSet0Output].download(out.data(), out.size() * 2);
+  buffers_[kSet0Lse].download(lse.data(), lse.size() * 4);
+  const ref::Verdict v = ref::judge(problem_, expected_, out, &lse);
+  if (v.ok) return std::nullopt;
+  return "wrong output against the fp64 reference: " + v.message;
+}
+
+void TuneBench::host_problem() {
+  const AttentionSpec& spec = job_.source.spec->spec;
+  ref::Problem& p = problem_;
+  p.spec = spec;
+  static_cast<ProblemShape&>(p) = job_.shape;
+  p.params = job_.params;
+  // Q, K and V independent (a kernel that confused them could pass on equal ones). Every input
+  // set holds these values.
+  p.q = random_halves(size_t(p.batch * p.seq_q * p.heads_q * p.d_qk()), spec.dtype, 0x9E3779B97F4A7C15ull);
+  p.k = random_halves(size_t(p.batch * p.seq_kv * p.heads_kv * p.d_qk()), spec.dtype, 0xD1B54A32D192ED03ull);
+  p.v = random_halves(size_t(p.batch * p.seq_kv * p.heads_kv * p.d_v()), spec.dtype, 0x8CB92BA72F3D8DD7ull);
+  // The spec's tensors: random contents of the declared shapes, or the caller's read back (of
+  // exactly those sizes: the reference reads them by the declared extents).
+  ref::fill_spec_tensors(p, 1);
+  if (!job_.buffers.empty())
+    for (ref::HostTensor& h : p.tensors) {
+      auto it = std::find_if(job_.buffers.begin(), job_.buffers.end(), [&](const BufferArg& b) { return b.name == h.name; });
+      const bool i32 = !h.i32.empty() || h.f32.empty();
+      const size_t n = i32 ? h.i32.size() : h.f32.size();
+      if (it == job_.buffers.end() || size_t(it->numel) != n)
+        throw Error(ErrorKind::usage, "autotune: the spec's tensor '" + h.name + "' needs a buffer of " + std::to_string(n) +
+                                          " elements");
+      void* host = i32 ? static_cast<void*>(h.i32.data()) : static_cast<void*>(h.f32.data());
+      cu::check(cu::driver().cuMemcpyDtoH(host, reinterpret_cast<cu::CUdeviceptr>(it->data), n * 4),
+                "cuMemcpyDtoH (reading a spec tensor for the output check)");
+    }
+  expected_ = ref::expect_rows(p, checked_rows(p));
 }
 
 void TuneBench::setup() {
   if (!sets_.empty()) return;
+  host_problem();
   const ProblemShape& j = job_.shape;
   const AttentionSpec& spec = job_.source.spec->spec;
   const int64_t dqk = spec.head_dim_qk, dv = spec.head_dim_v;
@@ -230,13 +264,12 @@ void TuneBench::setup() {
   const size_t nq = n.q, nk = n.k, nv = n.v, no = n.o, nlse = n.lse;
   const size_t set_bytes = 2 * (nq + nk + nv + no) + 4 * nlse;
   const size_t n_sets = input_set_count(set_bytes, ctx_->info);
-  const std::vector<uint16_t> host = random_halves(std::max({nq, nk, nv}), spec.dtype, 0x9E3779B97F4A7C15ull);
   for (size_t s = 0; s < n_sets; ++s) {
     DeviceBuffer q = runtime_.alloc(nq * 2), k = runtime_.alloc(nk * 2), v = runtime_.alloc(nv * 2),
                  o = runtime_.alloc(no * 2), lse = runtime_.alloc(nlse * 4);
-    q.upload(host.data(), nq * 2);
-    k.upload(host.data(), nk * 2);
-    v.upload(host.data(), nv * 2);
+    q.upload(problem_.q.data(), nq * 2);
+    k.upload(problem_.k.data(), nk * 2);
+    v.upload(problem_.v.data(), nv * 2);
     ForwardArgs a;
     static_cast<ProblemShape&>(a) = j;
     a.q = bshd(q.data(), j.seq_q, j.heads_q, dqk);
@@ -248,9 +281,18 @@ void TuneBench::setup() {
     sets_.push_back(a);
     for (DeviceBuffer* b : {&q, &k, &v, &o, &lse}) buffers_.push_back(std::move(*b));  // set 0's o: kSet0Output
   }
-  const std::vector<BufferArg> tensors = job_tensors(runtime_, job_, buffers_);
+  // The caller's tensors, else the random ones the reference reads.
+  std::vector<BufferArg> tensors = job_.buffers;
+  if (tensors.empty())
+    for (const ref::HostTensor& t : problem_.tensors) {
+      const bool i32 = !t.i32.empty() || t.f32.empty();
+      const size_t n_el = i32 ? t.i32.size() : t.f32.size();
+      DeviceBuffer b = runtime_.alloc(n_el * 4);
+      b.upload(i32 ? static_cast<const void*>(t.i32.data()) : t.f32.data(), n_el * 4);
+      tensors.push_back({t.name, b.data(), int64_t(n_el)});
+      buffers_.push_back(std::move(b));
+    }
   for (ForwardArgs& a : sets_) a.buffers = tensors;
-  out_elems_ = no;
   flush_ = alloc_l2_flush(runtime_, ctx_->info);
   log::debug("autotune: " + std::to_string(n_sets) + " input sets of " + std::to_string(set_bytes) +
              " bytes, L2 flush " + std::to_string(flush_.size()) + " bytes");

@@ -1,7 +1,8 @@
 // The autotuner's benches for one tuning job, the forward's here and the backward's in
 // runtime/tune_bench_backward.cpp: inputs (several sets that together exceed the L2), an L2 flush,
-// each candidate config compiled and loaded, its output checked against the first measured
-// config's, and its launches timed with CUDA events.
+// each candidate config compiled and loaded, its output (poisoned before it runs) checked (the
+// forward's against the fp64 reference under the tests' rule, the backward's against the first
+// measured config's), and its launches timed with CUDA events.
 #pragma once
 
 #include <functional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "autotune/search.hpp"
+#include "flashjit/reference.hpp"
 #include "runtime/tuner.hpp"
 
 namespace flashjit::rt {
@@ -96,14 +98,14 @@ class TuneBench final : public CandidateBench {
   void poison() override;
   void launch(int r) override;
   std::optional<std::string> check(const TileConfig& c) override;
+  void host_problem();  // problem_ and expected_: the host inputs and their fp64 reference
 
   const Runtime& runtime_;
   std::map<std::string, Built> kernels_;
   const Kernel* current_ = nullptr;    // load()'s
   std::vector<DeviceBuffer> buffers_;  // q, k, v, o, lse of each input set in turn, then the spec's tensors
-  size_t out_elems_ = 0;
-  std::vector<uint16_t> baseline_;     // set 0's output from the first config measured
-  std::string baseline_name_;
+  ref::Problem problem_;               // set 0 on the host: what every config's output is judged by
+  ref::Expected expected_;             // the fp64 reference of problem_'s checked rows
   std::vector<ForwardArgs> sets_;
 };
 

@@ -14,6 +14,7 @@ BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed
   opts.backward_config = c.backward_config;
   opts.autotune = "off";
   opts.backward = true;
+  opts.mma = c.mma;
   Kernel kernel = rt.compile(c.spec, opts);
   std::unique_ptr<DeviceProblem> dp = upload_problem(rt, c, seed);
   const ref::Problem& p = dp->p;
@@ -24,10 +25,12 @@ BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed
   std::normal_distribution<float> n(0.f, 1.f);
   std::vector<uint16_t> d_o(size_t(c.batch * c.seq_q * c.heads_q * d_v));
   for (auto& x : d_o) x = ref::to_half_bits(n(rng), p.dtype());
-  DeviceBuffer d_o_dev = rt.alloc(d_o.size() * 2);
+  DeviceBuffer d_o_dev = rt.alloc(device_elems(c, c.seq_q, c.heads_q, d_v) * 2);
   std::vector<uint16_t> d_o_dev_layout = relayout(d_o, c, c.seq_q, c.heads_q, d_v, true);
   d_o_dev.upload(d_o_dev_layout.data(), d_o_dev_layout.size() * 2);
-  DeviceBuffer dq = rt.alloc(p.q.size() * 2), dk = rt.alloc(p.k.size() * 2), dv = rt.alloc(p.v.size() * 2);
+  const size_t nq = device_elems(c, c.seq_q, c.heads_q, d_qk), nk = device_elems(c, c.seq_kv, c.heads_kv, d_qk),
+               nv = device_elems(c, c.seq_kv, c.heads_kv, d_v);
+  DeviceBuffer dq = rt.alloc(nq * 2), dk = rt.alloc(nk * 2), dv = rt.alloc(nv * 2);
 
   BackwardArgs b;
   static_cast<ProblemShape&>(b) = c;
@@ -52,7 +55,7 @@ BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed
     for (DeviceBuffer* g : {&dq, &dk, &dv}) g->fill_bytes(0xFF);
     kernel.backward(b);
     rt.synchronize();
-    Grads g{std::vector<uint16_t>(p.q.size()), std::vector<uint16_t>(p.k.size()), std::vector<uint16_t>(p.v.size())};
+    Grads g{std::vector<uint16_t>(nq), std::vector<uint16_t>(nk), std::vector<uint16_t>(nv)};
     dq.download(g.dq.data(), g.dq.size() * 2);
     dk.download(g.dk.data(), g.dk.size() * 2);
     dv.download(g.dv.data(), g.dv.size() * 2);
@@ -68,14 +71,18 @@ BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed
       ref::verify_backward(p, d_o, relayout(first.dq, c, c.seq_q, c.heads_q, d_qk, false),
                            relayout(first.dk, c, c.seq_kv, c.heads_kv, d_qk, false),
                            relayout(first.dv, c, c.seq_kv, c.heads_kv, d_v, false));
-  r.ok = v.ok && r.deterministic;
-  r.message = v.message + (repeats ? (r.deterministic ? "; bitwise equal over " : "; NOT bitwise equal within ") +
+  const size_t padding_written = written_padding(first.dq, c, c.seq_q, c.heads_q, d_qk) +
+                                 written_padding(first.dk, c, c.seq_kv, c.heads_kv, d_qk) +
+                                 written_padding(first.dv, c, c.seq_kv, c.heads_kv, d_v);
+  r.ok = v.ok && r.deterministic && padding_written == 0;
+  r.message = (padding_written ? std::to_string(padding_written) + " gradient padding elements written; " : std::string()) +
+              v.message + (repeats ? (r.deterministic ? "; bitwise equal over " : "; NOT bitwise equal within ") +
                                          std::to_string(repeats + 1) + " runs"
                                    : "");
   std::printf("GPUCASE backward %s d=%d/%d mask=%s score=%s b=%lld h=%lld/%lld sq=%lld skv=%lld %s %s %s %s\n",
               p.dtype() == DType::f16 ? "fp16" : "bf16", int(d_qk), int(d_v), c.spec.mask.c_str(), c.spec.score.c_str(),
               (long long)c.batch, (long long)c.heads_q, (long long)c.heads_kv, (long long)c.seq_q, (long long)c.seq_kv,
-              c.bhsd ? "bhsd" : "bshd", kernel.backward_compiled().config.str().c_str(), r.ok ? "PASS" : "FAIL",
+              layout(c).c_str(), kernel.backward_compiled().config.str().c_str(), r.ok ? "PASS" : "FAIL",
               r.message.c_str());
   std::fflush(stdout);
   return r;

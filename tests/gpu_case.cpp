@@ -1,29 +1,71 @@
 #include "tests/gpu_case.hpp"
 
+#include <array>
 #include <cstdio>
 #include <random>
 
 namespace flashjit::test {
 
-// Strides (elements) of [b, s, h, d] for a tensor stored BSHD or BHSD.
-Tensor view(void* data, const Case& c, int64_t seq, int64_t heads, int64_t dim) {
-  return c.bhsd ? bhsd(data, seq, heads, dim) : bshd(data, seq, heads, dim);
+namespace {
+
+bool padded(const Case& c) { return c.pad_head || c.pad_seq; }
+
+// Strides (elements) of [b, s, h, d] for a tensor stored BSHD or BHSD, padded as the case says.
+std::array<int64_t, 4> strides(const Case& c, int64_t seq, int64_t heads, int64_t dim) {
+  if (c.bhsd) {
+    const int64_t s = dim + c.pad_seq, h = seq * s + c.pad_head;
+    return {heads * h, s, h, 1};
+  }
+  const int64_t h = dim + c.pad_head, s = heads * h + c.pad_seq;
+  return {seq * s, s, h, 1};
 }
 
-// Host BSHD ↔ the device layout of `view`.
+}  // namespace
+
+Tensor view(void* data, const Case& c, int64_t seq, int64_t heads, int64_t dim) {
+  Tensor t;
+  t.data = data;
+  const auto st = strides(c, seq, heads, dim);
+  for (int i = 0; i < 4; ++i) t.stride[i] = st[i];
+  return t;
+}
+
+std::string layout(const Case& c) {
+  std::string s = c.bhsd ? "bhsd" : "bshd";
+  if (padded(c)) s += "+pad" + std::to_string(c.pad_head) + "/" + std::to_string(c.pad_seq);
+  if (c.mma) s += " mma=" + *c.mma;
+  return s;
+}
+
+size_t device_elems(const Case& c, int64_t seq, int64_t heads, int64_t dim) {
+  return size_t(c.batch * strides(c, seq, heads, dim)[0]);
+}
+
 std::vector<uint16_t> relayout(const std::vector<uint16_t>& in, const Case& c, int64_t seq, int64_t heads, int64_t dim,
                                bool to_device) {
-  if (!c.bhsd) return in;
-  std::vector<uint16_t> out(in.size());
+  if (!c.bhsd && !padded(c)) return in;
+  const auto st = strides(c, seq, heads, dim);
+  std::vector<uint16_t> out(to_device ? device_elems(c, seq, heads, dim) : size_t(c.batch * seq * heads * dim),
+                            to_device ? 0xFFFF : 0);
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t s = 0; s < seq; ++s)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t x = 0; x < dim; ++x) {
-          const size_t bshd_i = ((b * seq + s) * heads + h) * dim + x, bhsd_i = ((b * heads + h) * seq + s) * dim + x;
-          if (to_device) out[bhsd_i] = in[bshd_i];
-          else out[bshd_i] = in[bhsd_i];
+          const size_t bshd_i = ((b * seq + s) * heads + h) * dim + x;
+          const size_t dev_i = b * st[0] + s * st[1] + h * st[2] + x;
+          if (to_device) out[dev_i] = in[bshd_i];
+          else out[bshd_i] = in[dev_i];
         }
   return out;
+}
+
+size_t written_padding(const std::vector<uint16_t>& device, const Case& c, int64_t seq, int64_t heads, int64_t dim) {
+  if (!padded(c)) return 0;
+  std::vector<uint16_t> zeros(size_t(c.batch * seq * heads * dim), 0);
+  const std::vector<uint16_t> holes = relayout(zeros, c, seq, heads, dim, true);  // 0 in the data, NaN in padding
+  size_t n = 0;
+  for (size_t i = 0; i < device.size(); ++i) n += holes[i] == 0xFFFF && device[i] != 0xFFFF;
+  return n;
 }
 
 Tensor bhsd(void* data, int64_t seq, int64_t heads, int64_t dim) {
@@ -65,9 +107,10 @@ std::unique_ptr<DeviceProblem> upload_problem(const Runtime& rt, const Case& c, 
   fill(p.v, c.batch * c.seq_kv * c.heads_kv * d_v);
   ref::fill_spec_tensors(p, rng());
 
-  const size_t o_elems = c.batch * c.seq_q * c.heads_q * d_v;
-  dp->q = rt.alloc(p.q.size() * 2), dp->k = rt.alloc(p.k.size() * 2), dp->v = rt.alloc(p.v.size() * 2);
-  dp->o = rt.alloc(o_elems * 2), dp->lse = rt.alloc(c.batch * c.heads_q * c.seq_q * 4);
+  dp->q = rt.alloc(device_elems(c, c.seq_q, c.heads_q, d_qk) * 2);
+  dp->k = rt.alloc(device_elems(c, c.seq_kv, c.heads_kv, d_qk) * 2);
+  dp->v = rt.alloc(device_elems(c, c.seq_kv, c.heads_kv, d_v) * 2);
+  dp->o = rt.alloc(device_elems(c, c.seq_q, c.heads_q, d_v) * 2), dp->lse = rt.alloc(c.batch * c.heads_q * c.seq_q * 4);
   auto up = [](DeviceBuffer& buf, const std::vector<uint16_t>& h) { buf.upload(h.data(), h.size() * 2); };
   up(dp->q, relayout(p.q, c, c.seq_q, c.heads_q, d_qk, true));
   up(dp->k, relayout(p.k, c, c.seq_kv, c.heads_kv, d_qk, true));
@@ -96,12 +139,13 @@ std::unique_ptr<DeviceProblem> upload_problem(const Runtime& rt, const Case& c, 
 ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed) {
   CompileOptions opts;
   opts.config = c.config;
+  opts.mma = c.mma;
   opts.autotune = "off";  // the numerics of this config (or the heuristic's), not of a tuning run
   Kernel kernel = rt.compile(c.spec, opts);
   std::unique_ptr<DeviceProblem> dp = upload_problem(rt, c, seed);
   const ref::Problem& p = dp->p;
   const int64_t d_qk = p.d_qk(), d_v = p.d_v();
-  const size_t o_elems = c.batch * c.seq_q * c.heads_q * d_v;
+  const size_t o_elems = device_elems(c, c.seq_q, c.heads_q, d_v);
   DeviceBuffer &o = dp->o, &lse = dp->lse;
   const ForwardArgs& a = dp->args;
   kernel.forward(a);
@@ -111,10 +155,14 @@ ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed) {
   o.download(out.data(), out.size() * 2);
   lse.download(lse_host.data(), lse_host.size() * 4);
   ref::Verdict verdict = ref::verify(p, relayout(out, c, c.seq_q, c.heads_q, d_v, false), &lse_host);
+  if (size_t w = written_padding(out, c, c.seq_q, c.heads_q, d_v)) {
+    verdict.ok = false;
+    verdict.message = "FAIL " + std::to_string(w) + " elements of O's padding written; verdict " + verdict.message;
+  }
   std::printf("GPUCASE %s d=%d/%d mask=%s score=%s b=%lld h=%lld/%lld sq=%lld skv=%lld %s %s %s\n",
               p.dtype() == DType::f16 ? "fp16" : "bf16", int(d_qk), int(d_v), c.spec.mask.c_str(), c.spec.score.c_str(),
               (long long)c.batch, (long long)c.heads_q, (long long)c.heads_kv, (long long)c.seq_q, (long long)c.seq_kv,
-              c.bhsd ? "bhsd" : "bshd", kernel.compiled().config.str().c_str(), verdict.message.c_str());
+              layout(c).c_str(), kernel.compiled().config.str().c_str(), verdict.message.c_str());
   std::fflush(stdout);
   return verdict;
 }

@@ -20,6 +20,11 @@ struct Case : ProblemShape {
   }
   AttentionSpec spec;
   bool bhsd = false;  // [batch, heads, seq, dim] memory, passed through strides
+  // Padding (elements, multiples of 8) after each head's vector and after each sequence position
+  // (BSHD), or after each position's vector and after each head (BHSD): strides wider than the
+  // tensor. Padding holds NaN in the inputs, and must stay untouched in the output.
+  int64_t pad_head = 0, pad_seq = 0;
+  std::optional<std::string> mma;  // CompileOptions::mma ("sync": the mma.sync path on sm_90a too)
   std::optional<TileConfig> config;
   std::optional<TileConfig> backward_config;
   float scale = 0.f;  // 0 → 1/sqrt(d_qk)
@@ -33,10 +38,16 @@ Tensor bhsd(void* data, int64_t seq, int64_t heads, int64_t dim);
 // A spec from its parts (mask/score in the DSL).
 AttentionSpec make_spec(DType dt, int d_qk, int d_v, const std::string& mask, const std::string& score = "score");
 
-// Strides of [b, s, h, d] for the case's layout, and host BSHD ↔ that layout.
+// Strides of [b, s, h, d] for the case's layout and padding, the elements a tensor spans there, and
+// host BSHD ↔ that layout (to the device: padding NaN; from it: padding dropped).
 Tensor view(void* data, const Case& c, int64_t seq, int64_t heads, int64_t dim);
+size_t device_elems(const Case& c, int64_t seq, int64_t heads, int64_t dim);
 std::vector<uint16_t> relayout(const std::vector<uint16_t>& in, const Case& c, int64_t seq, int64_t heads, int64_t dim,
                                bool to_device);
+// "bshd", "bhsd+pad8/16 mma=sync", …: the layout and instruction choice, for GPUCASE lines.
+std::string layout(const Case& c);
+// Elements of a device-layout tensor in its padding that are not the NaN poison (0xFFFF).
+size_t written_padding(const std::vector<uint16_t>& device, const Case& c, int64_t seq, int64_t heads, int64_t dim);
 
 // A case's random inputs (normal Q, K, V; spec tensors) on the host and the device, the output and
 // LSE poisoned with NaN, and forward arguments pointing at them.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/codegen_matrix.hpp"
 #include "tests/support.hpp"
 
 using namespace flashjit;
@@ -56,8 +57,8 @@ TEST_CASE("cli: compile emits PTX or LLVM IR, and bad specs exit 2 naming the pr
   CHECK(ptx.code == 0);
   CHECK_THAT(ptx.output, Catch::Contains(".entry flashjit_fwd_"));
   // With ptxas at hand the summary gives registers and spills (what the tuner prunes by).
-  if (std::filesystem::exists("/usr/local/cuda/bin/ptxas"))
-    CHECK_THAT(ptx.output, Catch::Contains("registers, 0 B spill stores, 0 B spill loads"));
+  const bool have_ptxas = !test::ptxas_path().empty();
+  if (have_ptxas) CHECK_THAT(ptx.output, Catch::Contains("registers, 0 B spill stores, 0 B spill loads"));
   auto ll = test::run_command(kCli + " compile " + spec + " --emit llvm --arch sm_80");
   CHECK(ll.code == 0);
   CHECK_THAT(ll.output, Catch::Contains("define ptx_kernel void @flashjit_fwd_"));
@@ -70,6 +71,7 @@ TEST_CASE("cli: compile emits PTX or LLVM IR, and bad specs exit 2 naming the pr
   auto cfg = test::run_command(kCli + " compile " + spec + " --config 64,64,4,7");
   CHECK(cfg.code == 2);
   CHECK_THAT(cfg.output, Catch::Contains("num_stages must be 1 to 4"));
+  if (!have_ptxas) SKIP_TEST("ptxas not found: the compile summary's registers and spills were not checked");
 }
 
 TEST_CASE("cli: a failed compile never overwrites the -o file and a good one replaces it", "[cli]") {

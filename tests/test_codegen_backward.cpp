@@ -13,7 +13,6 @@ using namespace flashjit;
 
 TEST_CASE("codegen backward: the matrix assembles for sm_90a and sm_80 with no spills", "[codegen][ptxas][backward]") {
   const std::string ptxas = test::ptxas_path();
-  if (ptxas.empty()) WARN("ptxas not found: only checking the PTX's entries and instructions");
   test::TempDir dir;
   CompileOptions sm90;
   sm90.backward = true;
@@ -41,6 +40,7 @@ TEST_CASE("codegen backward: the matrix assembles for sm_90a and sm_80 with no s
       CHECK_THAT(r.output, !Catch::Contains("serialized"));
       CHECK_THAT(r.output, !Catch::Contains("warpgroup.arrive is injected"));
     }
+  if (ptxas.empty()) SKIP_TEST("ptxas not found: the PTX was checked but not assembled");
 }
 
 TEST_CASE("codegen backward: FLASHJIT_MMA=sync gives mma.sync on sm_90a", "[codegen][backward]") {

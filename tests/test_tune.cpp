@@ -107,6 +107,8 @@ TEST_CASE("tune: quick tuning stores an entry and a second kernel uses it withou
   CHECK(o.p20_ms <= o.median_ms);
   CHECK(o.median_ms <= o.p80_ms);
   CHECK_THAT(o.search_json, Catch::StartsWith("{") && Catch::Contains("\"candidates\""));
+  // Every candidate's output is judged by the fp64 reference: correct kernels all pass it.
+  CHECK_THAT(o.search_json, !Catch::Contains("wrong output"));
   CHECK(tune_s < 15);  // quick mode ≤ 15 s per bucket (cold compile cache included)
   CHECK(cache_stats().tunes == tunes0 + 1);
   std::optional<TileConfig> stored = stored_tuning(rt, small_spec(), shape(1, 4, 512));

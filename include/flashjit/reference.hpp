@@ -71,8 +71,32 @@ struct Verdict {
   double max_lse_err = 0;      // kernel LSE vs fp64 (when LSE was given)
   int64_t nan_count = 0;       // over the WHOLE output, not only the checked rows
   int64_t rows_checked = 0;
+  int64_t lse_rows_checked = 0;
   std::string message;         // one line, for logs
 };
+
+// What a kernel's output is judged against: the fp64 and same-dtype rows of pick_rows(p, max_rows)
+// and the fp64 LSE of every row when batch·heads_q·seq_q·seq_kv ≤ kAllLseRowsPairs (else of the
+// output's rows). A non-finite value in the fp64 reference is never an element to skip: it fails
+// the verdict unless the kernel's output has the same value there (and a NaN output fails anyway).
+constexpr int64_t kAllLseRowsPairs = int64_t(1) << 24;
+struct Expected {
+  std::vector<RowId> rows;
+  Rows truth, plain;
+  std::vector<RowId> lse_rows;
+  std::vector<double> lse;  // fp64 LSE of lse_rows
+};
+FLASHJIT_API Expected expect(const Problem& p, int64_t max_rows = 2048);
+// The same on the given rows only, LSE included (for a caller that bounds the reference's cost).
+FLASHJIT_API Expected expect_rows(const Problem& p, std::vector<RowId> rows);
+
+// The FlashAttention rule for one output (BSHD, dtype bits) and optional LSE ([batch, heads_q,
+// seq_q]): on the expected rows, max error against fp64 ≤ 2 × the same-dtype error + a floor;
+// no NaN or infinity anywhere in the output; LSE within 1e-3 of fp64 on lse_rows, and −inf
+// exactly where a row has no visible key. Usable many times against one expect() (the tuner).
+FLASHJIT_API Verdict judge(const Problem& p, const Expected& e, const std::vector<uint16_t>& out_bshd,
+                           const std::vector<float>* lse_bhs);
+// judge(p, expect(p, max_rows), out_bshd, lse_bhs).
 FLASHJIT_API Verdict verify(const Problem& p, const std::vector<uint16_t>& out_bshd,
                             const std::vector<float>* lse_bhs, int64_t max_rows = 2048);
 
