@@ -4,6 +4,7 @@
 
 set(FLASHJIT_AUTOTUNE_SOURCES
   ${CMAKE_SOURCE_DIR}/autotune/durable_file.cpp
+  ${CMAKE_SOURCE_DIR}/autotune/cache_trust.cpp
   ${CMAKE_SOURCE_DIR}/autotune/kernel_entry.cpp
   ${CMAKE_SOURCE_DIR}/autotune/compile_cache.cpp
   ${CMAKE_SOURCE_DIR}/autotune/tuning_key.cpp
@@ -30,7 +31,7 @@ target_link_libraries(flashjit_autotune PRIVATE ${LLVM_SUPPORT_LIBS})
 # libflashjit.so compiles support/*.cpp itself; the tests get their own copy so that they link
 # without the library (whose internal symbols are hidden) and without duplicate definitions.
 add_library(flashjit_support_for_tests STATIC
-  ${CMAKE_SOURCE_DIR}/support/text.cpp ${CMAKE_SOURCE_DIR}/support/atomic_file.cpp
+  ${CMAKE_SOURCE_DIR}/support/text.cpp ${CMAKE_SOURCE_DIR}/support/atomic_file.cpp ${CMAKE_SOURCE_DIR}/support/file_read.cpp
   ${CMAKE_SOURCE_DIR}/support/knobs.cpp ${CMAKE_SOURCE_DIR}/support/log.cpp
   ${CMAKE_SOURCE_DIR}/support/hash.cpp ${CMAKE_SOURCE_DIR}/support/clock.cpp)
 target_include_directories(flashjit_support_for_tests PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/include)

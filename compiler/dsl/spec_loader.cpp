@@ -38,7 +38,15 @@ class Loader {
     }
     YAML::Node root;
     try {
-      root = YAML::Load(text);
+      // LoadAll, not Load: Load reads the first document and silently drops the rest.
+      std::vector<YAML::Node> docs = YAML::LoadAll(text);
+      if (docs.size() > 1) {
+        diags_.push_back(src_->at(second_document_at(text, docs[1]), 3,
+                                  "a second YAML document starts here; a spec file holds one document (put each "
+                                  "spec in its own file)"));
+        throw SpecError(diags_);
+      }
+      if (!docs.empty()) root = docs[0];
     } catch (const YAML::Exception& e) {
       size_t pos = e.mark.is_null() ? 0 : static_cast<size_t>(std::max(0, e.mark.pos));
       diags_.push_back(src_->at(pos, 1, "invalid YAML: " + e.msg));
@@ -69,6 +77,33 @@ class Loader {
       else if (c == ']' || c == '}') depth = std::max(0, depth - 1);
     }
     return std::string::npos;
+  }
+
+  // Where the second document begins: the line-start "---" after content, or the first content
+  // after a "..." end marker (YAML 1.2, 9.2); the node's own mark when neither is found.
+  size_t second_document_at(const std::string& t, const YAML::Node& second) const {
+    bool content = false, ended = false;
+    for (size_t at = 0; at < t.size();) {
+      size_t end = t.find('\n', at);
+      if (end == std::string::npos) end = t.size();
+      const std::string_view line(t.data() + at, end - at);
+      auto marker = [&](std::string_view m) {
+        return line.substr(0, 3) == m && (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+      };
+      const size_t first = line.find_first_not_of(" \t\r");
+      const bool blank = first == std::string_view::npos || line[first] == '#';
+      if (marker("---")) {
+        if (content || ended) return at;
+        content = line.find_first_not_of(" \t\r", 3) != std::string_view::npos;
+      } else if (marker("...")) {
+        ended = content;
+      } else if (!blank && line[0] != '%') {
+        if (ended) return at;
+        content = true;
+      }
+      at = end + 1;
+    }
+    return pos_of(second);
   }
 
   size_t pos_of(const YAML::Node& n) const {
@@ -386,7 +421,7 @@ class Loader {
                       (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
       ok = false;
     }
-    return ok;
+    return ok && check_tensor_dims(out, [&](const std::string& m) { error(x, path, m); });
   }
 
   void tune(const YAML::Node& node) {
@@ -430,9 +465,11 @@ Spec load_spec_file(const std::string& path) {
     d.message = std::string("cannot read the spec: ") + std::strerror(errno);
     throw SpecError({d});
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return load_spec(ss.str(), path);
+  // One byte past the limit is enough for load_spec to reject the text: /dev/zero stops there.
+  std::string text(kMaxSpecBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return load_spec(text, path);
 }
 
 }  // namespace flashjit::dsl
