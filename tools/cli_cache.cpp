@@ -45,50 +45,50 @@ int list(bool json) {
   }
   std::ostringstream out;  // cache entries are files anyone may have edited: printed through printable()
   out << "tuning cache " << l.tuning_dir << ": " << plural(l.tunings.size(), "entry", "entries") << " for "
-            << plural(l.gpus.size(), "GPU identity", "GPU identities") << "\n";
+      << plural(l.gpus.size(), "GPU identity", "GPU identities") << "\n";
   for (const CacheGpu& g : l.gpus) {
     out << "  " << g.identity << "\n"
-              << "    " << pad("id", 14) << pad("spec (hash)", 34) << pad("shape bucket", 32) << pad("config", 20)
-              << pad("median ms", 11) << pad("version", 9) << "date\n";
+        << "    " << pad("id", 14) << pad("spec (hash)", 34) << pad("shape bucket", 32) << pad("config", 20)
+        << pad("median ms", 11) << pad("version", 9) << "date\n";
     for (const CachedTuning& t : l.tunings) {
       if (t.gpu.identity != g.identity) continue;
       const std::string spec = (t.spec_name.empty() ? "?" : t.spec_name) + " (" + t.spec_hash.substr(0, 12) + ")";
       out << "    " << pad(t.id, 14) << pad(spec, 34) << pad(t.bucket.name, 32) << pad(t.config.str(), 20)
-                << pad(fixed(t.median_ms, 4), 11) << pad(t.flashjit_version, 9) << t.date << "\n";
+          << pad(fixed(t.median_ms, 4), 11) << pad(t.flashjit_version, 9) << t.date << "\n";
     }
   }
   const CompileCacheSummary& k = l.kernels;
   out << "compile cache " << k.dir << ": " << plural(k.entries, "kernel", "kernels") << ", "
-            << bytes_text(k.bytes) << " of " << bytes_text(k.max_bytes) << " (least recently used are evicted)\n";
+      << bytes_text(k.bytes) << " of " << bytes_text(k.max_bytes) << " (least recently used are evicted)\n";
   std::cout << printable(out.str());
   return kOk;
 }
 
 void print_tuning(std::ostream& out, const CachedTuning& t) {
   out << "tuning entry " << t.id << "\n"
-            << "  gpu        " << t.gpu.identity << "\n"
-            << "  spec       " << t.spec_name << " (" << t.spec_hash << ")\n"
-            << "  bucket     " << t.bucket.name << "\n"
-            << "  config     " << t.config.str() << "\n"
-            << "  median     " << fixed(t.median_ms, 4) << " ms (p20 " << fixed(t.p20_ms, 4) << ", p80 "
-            << fixed(t.p80_ms, 4) << ")\n"
-            << "  tuned      " << t.date << " by flashjit " << t.flashjit_version
-            << (t.mode.empty() ? "" : " (" + t.mode + " mode)") << "\n"
-            << "  runners-up" << (t.runners_up.empty() ? " none" : "") << "\n";
+      << "  gpu        " << t.gpu.identity << "\n"
+      << "  spec       " << t.spec_name << " (" << t.spec_hash << ")\n"
+      << "  bucket     " << t.bucket.name << "\n"
+      << "  config     " << t.config.str() << "\n"
+      << "  median     " << fixed(t.median_ms, 4) << " ms (p20 " << fixed(t.p20_ms, 4) << ", p80 "
+      << fixed(t.p80_ms, 4) << ")\n"
+      << "  tuned      " << t.date << " by flashjit " << t.flashjit_version
+      << (t.mode.empty() ? "" : " (" + t.mode + " mode)") << "\n"
+      << "  runners-up" << (t.runners_up.empty() ? " none" : "") << "\n";
   for (const CacheRunnerUp& r : t.runners_up)
     out << "    " << pad(r.config.str(), 20) << (r.ok ? fixed(r.median_ms, 4) + " ms" : "failed: " + r.failure)
-              << "\n";
+        << "\n";
 }
 
 void print_kernel(std::ostream& out, const CachedKernel& k) {
   out << "compiled kernel " << k.hash << "\n"
-            << "  entry      " << k.entry << "\n"
-            << "  threads    " << k.threads << ", shared " << k.shared_bytes << " B, registers " << k.registers
-            << ", spills " << k.spill_bytes << " B\n"
-            << "  created    " << k.created << "\n"
-            << "  sizes      PTX " << bytes_text(k.ptx_bytes) << ", cubin " << bytes_text(k.cubin_bytes) << "\n"
-            << "  key\n"
-            << k.key << (k.key.empty() || k.key.back() == '\n' ? "" : "\n");
+      << "  entry      " << k.entry << "\n"
+      << "  threads    " << k.threads << ", shared " << k.shared_bytes << " B, registers " << k.registers
+      << ", spills " << k.spill_bytes << " B\n"
+      << "  created    " << k.created << "\n"
+      << "  sizes      PTX " << bytes_text(k.ptx_bytes) << ", cubin " << bytes_text(k.cubin_bytes) << "\n"
+      << "  key\n"
+      << k.key << (k.key.empty() || k.key.back() == '\n' ? "" : "\n");
 }
 
 int show(const std::string& key, bool json) {
