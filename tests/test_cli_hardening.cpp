@@ -165,6 +165,10 @@ TEST_CASE("cli: without HOME the cache is an absolute folder, never one relative
     auto r = test::run_command(std::string("cd '") + d.path + "' && " + env + " '" + kCli + "' info");
     const size_t at = r.output.find("cache dir ");
     REQUIRE(at != std::string::npos);
+    if (r.output.compare(at + 10, 5, "none ") == 0) {  // a user without a passwd home (some containers)
+      CHECK_THAT(r.output, Catch::Contains("set FLASHJIT_CACHE_DIR to an absolute path"));
+      continue;
+    }
     CHECK(r.output.substr(at + 10, 1) == "/");
     CHECK_THAT(r.output, !Catch::Contains(".flashjit-cache") && !Catch::Contains("relative"));
   }

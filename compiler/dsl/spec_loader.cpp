@@ -1,5 +1,6 @@
 #include "compiler/dsl/spec_loader.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -21,6 +22,23 @@ namespace {
 // parser well away from the end of the stack (the fuzzer runs it under ASan).
 constexpr int kMaxFlowDepth = 32;
 
+// Counts documents and keeps where the second starts; the events themselves are not needed.
+struct DocumentCounter : YAML::EventHandler {
+  int documents = 0;
+  YAML::Mark second = YAML::Mark::null_mark();
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents == 2) second = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 class Loader {
  public:
   Loader(std::string_view text, std::string_view file)
@@ -38,15 +56,28 @@ class Loader {
     }
     YAML::Node root;
     try {
-      // LoadAll, not Load: Load reads the first document and silently drops the rest.
-      std::vector<YAML::Node> docs = YAML::LoadAll(text);
-      if (docs.size() > 1) {
-        diags_.push_back(src_->at(second_document_at(text, docs[1]), 3,
-                                  "a second YAML document starts here; a spec file holds one document (put each "
-                                  "spec in its own file)"));
+      root = YAML::Load(text);
+      // Load reads the first document and silently drops the rest, so the parser is asked for a
+      // second one. At most two calls: YAML::LoadAll loops forever on some inputs (",a: x"), and
+      // the fuzzer found that.
+      std::istringstream in(text);
+      YAML::Parser parser(in);
+      DocumentCounter counter;
+      for (int i = 0; i < 2 && parser.HandleNextDocument(counter); ++i) {
+      }
+      if (counter.documents > 1) {
+        const size_t marker = second_document_at(text);
+        const size_t at = marker != std::string::npos ? marker
+                          : counter.second.is_null() || counter.second.pos < 0 ? 0
+                                                                             : size_t(counter.second.pos);
+        diags_.push_back(src_->at(at, marker != std::string::npos ? 3 : 1,
+                                  marker != std::string::npos
+                                      ? "a second YAML document starts here; a spec file holds one document (put "
+                                        "each spec in its own file)"
+                                      : "invalid YAML: the parser reads a second document from here (a stray "
+                                        "character?); a spec file holds one document"));
         throw SpecError(diags_);
       }
-      if (!docs.empty()) root = docs[0];
     } catch (const YAML::Exception& e) {
       size_t pos = e.mark.is_null() ? 0 : static_cast<size_t>(std::max(0, e.mark.pos));
       diags_.push_back(src_->at(pos, 1, "invalid YAML: " + e.msg));
@@ -80,8 +111,8 @@ class Loader {
   }
 
   // Where the second document begins: the line-start "---" after content, or the first content
-  // after a "..." end marker (YAML 1.2, 9.2); the node's own mark when neither is found.
-  size_t second_document_at(const std::string& t, const YAML::Node& second) const {
+  // after a "..." end marker (YAML 1.2, 9.2); npos when neither is there.
+  static size_t second_document_at(const std::string& t) {
     bool content = false, ended = false;
     for (size_t at = 0; at < t.size();) {
       size_t end = t.find('\n', at);
@@ -103,7 +134,7 @@ class Loader {
       }
       at = end + 1;
     }
-    return pos_of(second);
+    return std::string::npos;
   }
 
   size_t pos_of(const YAML::Node& n) const {
