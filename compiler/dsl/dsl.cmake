@@ -21,7 +21,8 @@ set(FLASHJIT_DSL_SOURCES
   ${CMAKE_SOURCE_DIR}/compiler/dsl/derivative.cpp
   ${CMAKE_SOURCE_DIR}/compiler/dsl/spec.cpp
   ${CMAKE_SOURCE_DIR}/compiler/dsl/spec_validate.cpp
-  ${CMAKE_SOURCE_DIR}/compiler/dsl/spec_loader.cpp)
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/spec_loader.cpp
+  ${CMAKE_SOURCE_DIR}/compiler/dsl/yaml_documents.cpp)
 
 
 add_library(flashjit_dsl STATIC ${FLASHJIT_DSL_SOURCES})

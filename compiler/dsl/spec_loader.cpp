@@ -1,6 +1,5 @@
 #include "compiler/dsl/spec_loader.hpp"
 
-#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <sstream>
 
 #include "compiler/dsl/spec_validate.hpp"
+#include "compiler/dsl/yaml_documents.hpp"
 
 namespace flashjit::dsl {
 
@@ -21,23 +21,6 @@ namespace {
 // Deeper flow nesting than any spec needs; refusing it early keeps yaml-cpp's recursive
 // parser well away from the end of the stack (the fuzzer runs it under ASan).
 constexpr int kMaxFlowDepth = 32;
-
-// Counts documents and keeps where the second starts; the events themselves are not needed.
-struct DocumentCounter : YAML::EventHandler {
-  int documents = 0;
-  YAML::Mark second = YAML::Mark::null_mark();
-  void OnDocumentStart(const YAML::Mark& mark) override {
-    if (++documents == 2) second = mark;
-  }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
-};
 
 class Loader {
  public:
@@ -57,21 +40,9 @@ class Loader {
     YAML::Node root;
     try {
       root = YAML::Load(text);
-      // Load reads the first document and silently drops the rest, so the parser is asked for a
-      // second one. At most two calls: YAML::LoadAll loops forever on some inputs (",a: x"), and
-      // the fuzzer found that.
-      std::istringstream in(text);
-      YAML::Parser parser(in);
-      DocumentCounter counter;
-      for (int i = 0; i < 2 && parser.HandleNextDocument(counter); ++i) {
-      }
-      if (counter.documents > 1) {
-        const size_t marker = second_document_at(text);
-        const size_t at = marker != std::string::npos ? marker
-                          : counter.second.is_null() || counter.second.pos < 0 ? 0
-                                                                             : size_t(counter.second.pos);
-        diags_.push_back(src_->at(at, marker != std::string::npos ? 3 : 1,
-                                  marker != std::string::npos
+      if (std::optional<SecondDocument> second = find_second_document(text)) {
+        diags_.push_back(src_->at(second->offset, second->at_marker ? 3 : 1,
+                                  second->at_marker
                                       ? "a second YAML document starts here; a spec file holds one document (put "
                                         "each spec in its own file)"
                                       : "invalid YAML: the parser reads a second document from here (a stray "
@@ -106,33 +77,6 @@ class Loader {
       else if (c == '#') comment = true;
       else if (c == '[' || c == '{') { if (++depth > kMaxFlowDepth) return i; }
       else if (c == ']' || c == '}') depth = std::max(0, depth - 1);
-    }
-    return std::string::npos;
-  }
-
-  // Where the second document begins: the line-start "---" after content, or the first content
-  // after a "..." end marker (YAML 1.2, 9.2); npos when neither is there.
-  static size_t second_document_at(const std::string& t) {
-    bool content = false, ended = false;
-    for (size_t at = 0; at < t.size();) {
-      size_t end = t.find('\n', at);
-      if (end == std::string::npos) end = t.size();
-      const std::string_view line(t.data() + at, end - at);
-      auto marker = [&](std::string_view m) {
-        return line.substr(0, 3) == m && (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
-      };
-      const size_t first = line.find_first_not_of(" \t\r");
-      const bool blank = first == std::string_view::npos || line[first] == '#';
-      if (marker("---")) {
-        if (content || ended) return at;
-        content = line.find_first_not_of(" \t\r", 3) != std::string_view::npos;
-      } else if (marker("...")) {
-        ended = content;
-      } else if (!blank && line[0] != '%') {
-        if (ended) return at;
-        content = true;
-      }
-      at = end + 1;
     }
     return std::string::npos;
   }
