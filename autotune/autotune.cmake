@@ -4,6 +4,7 @@
 
 set(FLASHJIT_AUTOTUNE_SOURCES
   ${PROJECT_SOURCE_DIR}/autotune/durable_file.cpp
+  ${PROJECT_SOURCE_DIR}/autotune/cache_trust.cpp
   ${PROJECT_SOURCE_DIR}/autotune/kernel_entry.cpp
   ${PROJECT_SOURCE_DIR}/autotune/compile_cache.cpp
   ${PROJECT_SOURCE_DIR}/autotune/tuning_key.cpp
@@ -32,6 +33,7 @@ if(FLASHJIT_BUILD_TESTS)
   # without the library (whose internal symbols are hidden) and without duplicate definitions.
   add_library(flashjit_support_for_tests STATIC
     ${PROJECT_SOURCE_DIR}/support/text.cpp ${PROJECT_SOURCE_DIR}/support/atomic_file.cpp
+    ${PROJECT_SOURCE_DIR}/support/file_read.cpp
     ${PROJECT_SOURCE_DIR}/support/knobs.cpp ${PROJECT_SOURCE_DIR}/support/log.cpp
     ${PROJECT_SOURCE_DIR}/support/hash.cpp ${PROJECT_SOURCE_DIR}/support/clock.cpp)
   target_include_directories(flashjit_support_for_tests PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "autotune/cache_trust.hpp"
 #include "autotune/durable_file.hpp"
 #include "support/hash.hpp"
 #include "support/log.hpp"
@@ -95,6 +96,7 @@ std::string CompileCache::path_for(std::string_view key_text) const {
 }
 
 std::optional<KernelArtifacts> CompileCache::get(std::string_view key_text) const {
+  if (!cache_folder_trusted(dir_)) return std::nullopt;
   const std::string path = path_for(key_text);
   ReadResult r = read_file_status(path);
   if (r.status == ReadResult::Status::missing) {
@@ -130,9 +132,8 @@ bool CompileCache::put(std::string_view key_text, KernelArtifacts artifacts) con
                 std::to_string(max_bytes_) + " bytes (FLASHJIT_CACHE_MAX_BYTES); not stored");
       return false;
     }
-    std::error_code ec;
-    fs::create_directories(dir_, ec);
-    if (ec) throw Error(ErrorKind::usage, "cannot create directory '" + dir_ + "': " + ec.message());
+    make_cache_dirs(dir_);
+    if (!cache_folder_trusted(dir_)) return false;
     write_file_durable(path, bytes, now_realtime());
     log::debug("compile cache put: " + path + " (" + std::to_string(bytes.size()) + " bytes)");
   } catch (const Error& e) {

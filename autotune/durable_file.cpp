@@ -28,33 +28,17 @@ void write_file_durable(const std::string& path, std::string_view content, std::
   write_file_atomic(path, content, {.sync_dir = true, .mtime = mtime, .mode = 0644});
 }
 
-ReadResult read_file_status(const std::string& path) {
+ReadResult read_file_status(const std::string& path, size_t limit) {
+  BoundedRead b = read_file_bounded(path, limit);
   ReadResult r;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return r;
-    r.status = ReadResult::Status::error;
-    r.error = "cannot read '" + path + "': " + errno_text();
+  if (b.status == BoundedRead::Status::missing) return r;
+  if (b.status == BoundedRead::Status::ok) {
+    r.status = ReadResult::Status::ok;
+    r.content = std::move(b.content);
     return r;
   }
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) r.content.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      r.status = ReadResult::Status::error;
-      r.error = "cannot read '" + path + "': " + errno_text();
-      r.content.clear();
-      ::close(fd);
-      return r;
-    }
-    if (n == 0) break;
-    r.content.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  r.status = ReadResult::Status::ok;
+  r.status = ReadResult::Status::error;
+  r.error = b.error;
   return r;
 }
 
@@ -65,8 +49,20 @@ timespec now_realtime() {
 }
 
 FileLock::FileLock(const std::string& lock_path) {
-  fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a symlink planted at the lock's name would make us create a file wherever it points
+  // (open(2): "If the trailing component of pathname is a symbolic link, then the open fails, with
+  // the error ELOOP"); O_NONBLOCK: a FIFO planted there must not hang the open.
+  fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd_ < 0 && errno == ELOOP)
+    throw Error(ErrorKind::usage, "cannot open the lock file '" + lock_path +
+                                      "': it is a symbolic link; remove it (flashjit creates the lock file itself)");
   if (fd_ < 0) fail("cannot open the lock file", lock_path);
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw Error(ErrorKind::usage, "the lock file '" + lock_path + "' is not a regular file; remove it");
+  }
   while (::flock(fd_, LOCK_EX) != 0) {
     if (errno == EINTR) continue;
     std::string why = errno_text();

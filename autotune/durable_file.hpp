@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "support/file_read.hpp"
+
 namespace flashjit::autotune {
 
 // write_file_atomic (support/atomic_file.hpp) as the caches need it: the folder fsync'ed after the
@@ -22,8 +24,9 @@ struct ReadResult {
   std::string content;  // when ok
   std::string error;    // when error: "cannot read 'PATH': <strerror>"
 };
-// Reads a whole file. ENOENT is `missing`; any other failure is `error` (never throws).
-ReadResult read_file_status(const std::string& path);
+// Reads a whole file of at most `limit` bytes (support/file_read.hpp). ENOENT is `missing`; any
+// other failure, and a larger file, is `error` (never throws).
+ReadResult read_file_status(const std::string& path, size_t limit = kMaxModuleBytes);
 
 // CLOCK_REALTIME with nanoseconds: file timestamps taken by the kernel itself are only
 // jiffy-granular (current_time() uses the coarse clock), too coarse to order cache hits.

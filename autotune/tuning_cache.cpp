@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "autotune/cache_trust.hpp"
 #include "autotune/durable_file.hpp"
 #include "autotune/tuning_yaml.hpp"
 #include "support/clock.hpp"
@@ -21,10 +22,11 @@ namespace {
 
 std::string lock_path(const std::string& path) { return path + ".lock"; }
 
+// Writers create the folder as make_cache_dirs does and write only into a trusted one.
 void ensure_dir(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(ErrorKind::usage, "cannot create directory '" + dir + "': " + ec.message());
+  make_cache_dirs(dir);
+  if (std::string why = untrusted_cache_folder(dir); !why.empty())
+    throw Error(ErrorKind::usage, "tuning cache: " + why + "; nothing is stored there until then");
 }
 
 bool same_slot(const TuningRecord& a, const TuningRecord& b) {
@@ -48,8 +50,9 @@ void TuningCache::move_aside(const std::string& path, const std::string& why) co
               "), so it is ignored");
 }
 
-std::optional<TuningFile> TuningCache::read(const std::string& path, const GpuIdentity* expect, bool locked) const {
-  ReadResult r = read_file_status(path);
+std::optional<TuningFile> TuningCache::read(const std::string& path, const GpuIdentity* expect, bool locked,
+                                            std::string* foreign) const {
+  ReadResult r = read_file_status(path, kMaxImportBytes);
   if (r.status == ReadResult::Status::missing) return std::nullopt;
   if (r.status == ReadResult::Status::error) {
     // Permissions and the like are not corruption: leave the file alone.
@@ -57,12 +60,23 @@ std::optional<TuningFile> TuningCache::read(const std::string& path, const GpuId
     return std::nullopt;
   }
   std::string why;
+  bool not_ours = false;
   try {
     TuningFile f = parse_tuning_file(r.content, path);
     if (!expect || f.gpu == *expect) return f;
-    why = path + " holds tunings of another GPU (" + f.gpu.str() + ")";
+    why = path + " holds the tunings of another GPU identity (" + f.gpu.str() + "), not of " + expect->str();
+    not_ours = true;
   } catch (const Error& e) {
-    why = e.what();
+    const int schema = tuning_file_schema(r.content);
+    not_ours = schema > kTuningSchemaVersion;
+    why = !not_ours ? std::string(e.what())
+                    : path + " was written by a newer flashjit (schema " + std::to_string(schema) +
+                          ", this one reads schema " + std::to_string(kTuningSchemaVersion) + ")";
+  }
+  if (not_ours) {  // foreign, not corrupt: valid data of another flashjit or identity
+    log::warn("tuning cache: " + why + "; left in place, nothing in it is used");
+    if (foreign) *foreign = why;
+    return std::nullopt;
   }
   if (locked) {
     move_aside(path, why);
@@ -72,14 +86,22 @@ std::optional<TuningFile> TuningCache::read(const std::string& path, const GpuId
   // and moving its fresh file aside would lose its entries.
   try {
     FileLock lock(lock_path(path));
-    return read(path, expect, true);
+    return read(path, expect, true, foreign);
   } catch (const Error& e) {  // e.g. a read-only cache: still a miss, never an exception
     log::warn("tuning cache: " + why + "; it cannot be moved aside (" + e.what() + "), so it is ignored");
     return std::nullopt;
   }
 }
 
+TuningFile TuningCache::read_for_update(const std::string& path, const GpuIdentity& gpu) const {
+  std::string foreign;
+  std::optional<TuningFile> f = read(path, &gpu, true, &foreign);
+  if (!foreign.empty()) throw Error(ErrorKind::usage, "tuning cache: " + foreign + "; not overwritten");
+  return f.value_or(TuningFile{gpu, {}});
+}
+
 std::optional<TuningEntry> TuningCache::lookup(const GpuIdentity& gpu, const TuningKey& key) const {
+  if (!cache_folder_trusted(dir_)) return std::nullopt;
   std::optional<TuningFile> f = read(path_for(gpu), &gpu, false);
   if (!f) return std::nullopt;
   for (TuningRecord& r : f->records) {
@@ -97,7 +119,7 @@ void TuningCache::store(const GpuIdentity& gpu, const TuningKey& key, TuningEntr
   ensure_dir(dir_);
   const std::string path = path_for(gpu);
   FileLock lock(lock_path(path));
-  TuningFile f = read(path, &gpu, true).value_or(TuningFile{gpu, {}});
+  TuningFile f = read_for_update(path, gpu);
   TuningRecord rec{key, std::move(entry)};
   auto it = std::find_if(f.records.begin(), f.records.end(), [&](const TuningRecord& r) { return same_slot(r, rec); });
   if (it != f.records.end())
@@ -149,7 +171,15 @@ ImportSummary TuningCache::import_yaml(std::string_view text, std::string_view w
     ++s.gpus;
     const std::string path = path_for(in.gpu);
     FileLock lock(lock_path(path));
-    TuningFile f = read(path, &in.gpu, true).value_or(TuningFile{in.gpu, {}});
+    // A foreign file stops the import with an error: it never claims entries it did not store.
+    TuningFile f;
+    try {
+      f = read_for_update(path, in.gpu);
+    } catch (const Error& e) {
+      throw Error(ErrorKind::usage, std::string(e.what()) + "; import of " + std::string(where) + " stopped there, " +
+                                        std::to_string(s.gpus - 1) + " of " + std::to_string(incoming.size()) +
+                                        " GPU identities merged before it");
+    }
     bool changed = false;
     for (TuningRecord& rec : in.records) {
       auto it = std::find_if(f.records.begin(), f.records.end(), [&](const TuningRecord& r) { return same_slot(r, rec); });

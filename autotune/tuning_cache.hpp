@@ -22,8 +22,11 @@ struct ImportSummary {
 // Readers never lock: files are replaced whole by rename(2), so a reader sees the old or the new
 // file. Writers lock `<file>.lock` (flock(2), LOCK_EX), re-read the file, merge their change and
 // rename a new file in, so concurrent processes lose no entries. A file that cannot be parsed (bad
-// YAML, other schema, another GPU's contents) is renamed to `<file>.corrupt-<UTC time>` with a
-// warning — kept for inspection, never deleted — and a fresh file is started.
+// YAML, an older schema, a malformed entry) is renamed to `<file>.corrupt-<UTC time>` with a
+// warning — kept for inspection, never deleted — and a fresh file is started. A valid file that is
+// not ours to use — a newer schema (a newer flashjit sharing the cache) or another GPU identity's
+// contents — is foreign: left in place and unchanged, a warning, nothing used from it, and a
+// store into it fails with Error(usage) instead of overwriting it.
 class TuningCache {
  public:
   // Files live in `cache_root`/tuning. Entries carry the flashjit version that measured them and
@@ -53,8 +56,13 @@ class TuningCache {
 
  private:
   // Reads and parses `path`; a bad file is moved aside (under the lock) and reads as empty.
-  // `locked` says whether the caller already holds the file's lock.
-  std::optional<TuningFile> read(const std::string& path, const GpuIdentity* expect, bool locked) const;
+  // `locked` says whether the caller already holds the file's lock. A foreign file reads as empty
+  // and, when `foreign` is given, sets it to why the file is not ours.
+  std::optional<TuningFile> read(const std::string& path, const GpuIdentity* expect, bool locked,
+                                 std::string* foreign = nullptr) const;
+  // Under the lock of `path`: its file for `gpu` (empty when missing or moved aside); throws
+  // Error(usage) when the file is foreign, so that a writer never replaces it.
+  TuningFile read_for_update(const std::string& path, const GpuIdentity& gpu) const;
   void move_aside(const std::string& path, const std::string& why) const;
 
   std::string dir_;

@@ -41,8 +41,13 @@ std::string GpuIdentity::file_stem() const {
     stem += out;
   }
   if (stem.empty() || stem[0] == '.') stem = "gpu" + stem;  // never a hidden or empty name
+  // The sanitised name can collide ("NVIDIA H200" and "NVIDIA_H200"); a hash of the whole identity,
+  // each field length-prefixed so that no two identities serialise alike, cannot in practice.
+  const std::string full = std::to_string(name.size()) + ":" + name + "|" + std::to_string(sm_count) + "|" +
+                           std::to_string(cc_major) + "|" + std::to_string(cc_minor) + "|" +
+                           std::to_string(driver_version);
   return stem + "-" + std::to_string(sm_count) + "sm-cc" + std::to_string(cc_major) + std::to_string(cc_minor) +
-         "-drv" + std::to_string(driver_version);
+         "-drv" + std::to_string(driver_version) + "-" + sha256_hex(full).substr(0, 12);
 }
 
 int64_t round_up_pow2(int64_t n) {

@@ -29,7 +29,8 @@ struct GpuIdentity {
   int driver_version = 0;
   bool operator==(const GpuIdentity&) const = default;
   std::string str() const;  // "NVIDIA H200, 132 SMs, cc 9.0, driver 13000"
-  // A file name stem of [A-Za-z0-9._-] only: "NVIDIA_H200-132sm-cc90-drv13000".
+  // A file name stem of [A-Za-z0-9._-] only, readable and unique per identity:
+  // "NVIDIA_H200-132sm-cc90-drv13000-<12 hex digits of SHA-256 of the identity>".
   std::string file_stem() const;
 };
 inline GpuIdentity gpu_identity(const DeviceInfo& d) {

@@ -176,6 +176,15 @@ TuningFile parse_tuning_file(std::string_view text, std::string_view where) {
   return rd.file(load(text, rd), "file");
 }
 
+int tuning_file_schema(std::string_view text) {
+  try {
+    YAML::Node root = YAML::Load(std::string(text));
+    if (root.IsMap() && root["schema"]) return root["schema"].as<int>();
+  } catch (const YAML::Exception&) {
+  }
+  return 0;
+}
+
 std::string emit_tuning_export(const std::vector<TuningFile>& files) {
   YAML::Emitter y;
   y << YAML::Comment("flashjit tuning export: `flashjit cache import FILE` merges it (the faster entry wins)");

@@ -20,10 +20,12 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "compiler/codegen/emit.hpp"
 #include "compiler/codegen/target.hpp"
 #include "support/atomic_file.hpp"
+#include "support/file_read.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "support/text.hpp"
@@ -53,10 +55,16 @@ class StageRunner {
     out_.stages.push_back({stage, ms, text});
     log::debug("stage " + stage + " " + out_.key + ": " + std::to_string(ms) + " ms, " + std::to_string(text.size()) +
                " bytes");
-    if (dumping()) {
-      std::string dir = options_.dump_dir + "/" + out_.key;
+    if (!dumping()) return;
+    // Dumps are for debugging: a full disk or a bad folder costs the dump, never the compile.
+    // Threads compiling one spec write the same names; write_file_atomic renames whole files in.
+    const std::string dir = options_.dump_dir + "/" + out_.key, path = dir + "/" + stage + extension(stage);
+    try {
       make_dirs(dir);
-      write_file_atomic(dir + "/" + stage + extension(stage), text);
+      write_file_atomic(path, text);
+    } catch (const std::exception& e) {
+      log::warn("stage " + stage + " of " + out_.key + " was not dumped to " + path + " (the compile goes on): " +
+                e.what());
     }
   }
 
@@ -69,11 +77,18 @@ class StageRunner {
     return text;
   }
 
-  // The override file for `stage`, or "" when there is none.
+  // The override file for `stage`, or "" when there is none. Something else at that name (a
+  // directory, a FIFO) is an error: silently ignoring it would run the unmodified stage.
   std::string override_path(const std::string& stage) const {
     if (options_.override_dir.empty()) return "";
     std::string path = options_.override_dir + "/" + out_.key + "/" + stage + extension(stage);
-    return file_exists(path) ? path : "";
+    std::error_code ec;
+    const std::filesystem::file_status st = std::filesystem::status(path, ec);
+    if (!std::filesystem::exists(st)) return "";
+    if (!std::filesystem::is_regular_file(st))
+      throw Error(ErrorKind::usage, "override " + path + " is not a regular file; put the " + stage +
+                                        " text in a file of that name, or remove it");
+    return path;
   }
 
  private:
@@ -81,13 +96,42 @@ class StageRunner {
   const StageOptions& options_;
 };
 
-std::unique_ptr<llvm::Module> read_ir_override(const std::string& path, llvm::LLVMContext& ctx) {
+// An override's text: bounded, and never empty.
+std::string read_override(const std::string& path) {
+  BoundedRead r = read_file_bounded(path, kMaxModuleBytes);
+  if (r.status == BoundedRead::Status::missing) throw Error(ErrorKind::usage, "override " + path + " vanished");
+  if (r.status != BoundedRead::Status::ok) throw Error(ErrorKind::usage, "override " + r.error);
+  if (trim(r.content).empty()) throw Error(ErrorKind::usage, "override " + path + " is empty");
+  return std::move(r.content);
+}
+
+std::unique_ptr<llvm::Module> read_ir_override(const std::string& path, const std::string& entry, llvm::LLVMContext& ctx) {
+  const std::string text = read_override(path);
   llvm::SMDiagnostic diag;
-  std::unique_ptr<llvm::Module> module = llvm::parseIRFile(path, diag, ctx);
+  std::unique_ptr<llvm::Module> module = llvm::parseIR(llvm::MemoryBufferRef(text, path), diag, ctx);
   if (!module)
     throw Error(ErrorKind::usage, "override " + path + ":" + std::to_string(diag.getLineNo()) + ":" +
                                       std::to_string(diag.getColumnNo()) + ": " + diag.getMessage().str());
+  const llvm::Function* f = module->getFunction(entry);
+  if (!f || f->isDeclaration())
+    throw Error(ErrorKind::usage, "override " + path + " does not define @" + entry +
+                                      ", the kernel this key names; an llvm-ir override replaces the whole module");
   return module;
+}
+
+// A PTX override is handed to the driver as is; text that is not a module with this key's kernel
+// would fail there (or load a module without the kernel), far from the file that caused it.
+std::string read_ptx_override(const std::string& path, const std::string& entry) {
+  std::string ptx = read_override(path);
+  for (const char* directive : {".version", ".target"})
+    if (ptx.find(directive) == std::string::npos)
+      throw Error(ErrorKind::usage, "override " + path + " is not PTX: it has no " + directive + " directive");
+  const std::string decl = ".entry " + entry;
+  for (size_t at = ptx.find(decl); at != std::string::npos; at = ptx.find(decl, at + 1)) {
+    const char next = at + decl.size() < ptx.size() ? ptx[at + decl.size()] : '\0';
+    if (next == '(' || next == ' ' || next == '\n' || next == '\t' || next == '\r') return ptx;
+  }
+  throw Error(ErrorKind::usage, "override " + path + " has no " + decl + ", the kernel this key names");
 }
 
 }  // namespace
@@ -160,7 +204,7 @@ CompiledKernel compile_planned(const PlannedKernel& planned, const StageOptions&
   std::unique_ptr<llvm::Module> module;
   stages.run("llvm-ir", [&] {
     if (std::string path = stages.override_path("llvm-ir"); !path.empty()) {
-      module = read_ir_override(path, ctx);
+      module = read_ir_override(path, planned.entry, ctx);
       log::warn("llvm-ir of " + out.key + " replaced by " + path);
     } else {
       module = std::make_unique<llvm::Module>("flashjit_" + out.key, ctx);
@@ -180,8 +224,9 @@ CompiledKernel compile_planned(const PlannedKernel& planned, const StageOptions&
 
   out.ptx = stages.run("ptx", [&] {
     if (std::string path = stages.override_path("ptx"); !path.empty()) {
+      std::string ptx = read_ptx_override(path, planned.entry);
       log::warn("ptx of " + out.key + " replaced by " + path);
-      return read_file(path);
+      return ptx;
     }
     return codegen::emit_ptx(*module, *tm);
   });

@@ -1,5 +1,6 @@
 // AttentionSpec, the public face of a spec: parsing, validation and canonical text all go
 // through the DSL front end (compiler/dsl), so YAML and C++-built specs can never disagree.
+#include <cerrno>
 #include <cmath>
 
 #include "compiler/dsl/printer.hpp"
@@ -15,8 +16,9 @@ dsl::Type scalar(ScalarType t) { return t == ScalarType::i32 ? dsl::Type::I32 : 
 dsl::Extent extent(const std::string& dim, const std::string& tensor) {
   if (auto kind = dsl::extent_kind_from_name(dim)) return dsl::Extent::symbolic(*kind);
   char* end = nullptr;
+  errno = 0;
   long long n = std::strtoll(dim.c_str(), &end, 10);
-  if (dim.empty() || *end != '\0' || n <= 0)
+  if (dim.empty() || *end != '\0' || errno == ERANGE || n <= 0)
     throw Error(ErrorKind::spec, "tensor '" + tensor + "': dimension '" + dim +
                                      "' is not allowed; use batch, heads_q, heads_kv, seq_q, seq_kv or a positive integer");
   return dsl::Extent::fixed(n);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the DSL fuzz targets with clang (libFuzzer + ASan + UBSan) and runs each for a
-# bounded time with a fixed seed over the checked-in corpus. Exit 0 = no crash, hang,
+# Builds the fuzz targets with clang (libFuzzer + ASan + UBSan) and runs each for a bounded time
+# with a fixed seed over the checked-in corpus: expr and spec (the DSL front end), tuning (the
+# tuning cache's file and import readers) and kernel_entry (the compile cache's entry decoder). Exit 0 = no crash, hang,
 # leak or sanitizer report. Usage: fuzz/run.sh [BUILD_DIR]   (FUZZ_SECONDS=N to change
 # the time per target; default 15). Needs Debian packages clang-14, libclang-rt-14-dev and
 # llvm-19-dev (the front end writes JSON with LLVM Support, linked statically).
@@ -9,7 +10,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-${ROOT}/build-fuzz}"
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-15}"
-TARGETS=(expr spec)
+TARGETS=(expr spec tuning kernel_entry)
 
 CXX=""
 for c in clang++-14 clang++; do
@@ -43,12 +44,13 @@ if ! "$CXX" -fsanitize=fuzzer,address,undefined "$PROBE" -o "$BUILD/probe" 2> "$
   exit 1
 fi
 
-FLAGS=(-std=c++20 -O1 -g -fno-omit-frame-pointer -I"$ROOT" -isystem "$("$LLVM_CONFIG" --includedir)"
+FLAGS=(-std=c++20 -O1 -g -fno-omit-frame-pointer -I"$ROOT" -I"$ROOT/include" -isystem "$("$LLVM_CONFIG" --includedir)"
        -fsanitize=address,undefined -fno-sanitize-recover=undefined)
-SOURCES=("$ROOT"/compiler/dsl/*.cpp)
+SOURCES=("$ROOT"/compiler/dsl/*.cpp "$ROOT"/autotune/tuning_yaml.cpp "$ROOT"/autotune/tuning_key.cpp
+         "$ROOT"/autotune/kernel_entry.cpp "$ROOT"/support/hash.cpp)
 
-# Rebuild an object only when its source or any DSL header is newer (the build dir persists).
-newest_header="$(ls -t "$ROOT"/compiler/dsl/*.hpp | head -n1)"
+# Rebuild an object only when its source or any header it may include is newer (the build dir persists).
+newest_header="$(ls -t "$ROOT"/compiler/dsl/*.hpp "$ROOT"/autotune/*.hpp "$ROOT"/support/*.hpp "$ROOT"/include/flashjit/*.hpp | head -n1)"
 OBJS=()
 for src in "${SOURCES[@]}"; do
   obj="$BUILD/obj/$(basename "${src%.cpp}").o"

@@ -127,8 +127,9 @@ struct MapShape {
 MapShape map_shape(const CompiledKernel& c, const ForwardArgs& a) {
   const size_t q_tiles = (a.seq_q + c.config.block_m - 1) / c.config.block_m;
   const size_t kv_tiles = (a.seq_kv + c.config.block_n - 1) / c.config.block_n;
-  const size_t maps = size_t(c.map_per_batch ? a.batch : 1) * size_t(c.map_per_head ? a.heads_q : 1);
-  return {std::max<size_t>(maps * q_tiles * kv_tiles * 4, 4), std::max<size_t>(maps * q_tiles * 4, 4)};
+  const int64_t maps = rt::checked_product({c.map_per_batch ? a.batch : 1, c.map_per_head ? a.heads_q : 1}, "forward: the block map size");
+  const int64_t tiles = rt::checked_product({maps, int64_t(q_tiles), int64_t(kv_tiles), 4}, "forward: the block map size");
+  return {std::max<size_t>(size_t(tiles), 4), std::max<size_t>(size_t(maps * int64_t(q_tiles) * 4), 4)};
 }
 
 }  // namespace

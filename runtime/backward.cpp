@@ -177,7 +177,7 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
   auto stream = static_cast<cu::CUstream>(args.stream);
   ContextGuard guard(*m.ctx);
   const cu::Driver& d = cu::driver();
-  const size_t rows = size_t(args.batch * args.heads_q * args.seq_q);
+  const size_t rows = size_t(rt::checked_product({args.batch, args.heads_q, args.seq_q, 4}, "backward: the workspace size") / 4);
   cu::CUdeviceptr delta = 0;
   cu::check(d.cuMemAllocAsync(&delta, std::max<size_t>(rows * 4, 4), stream), "cuMemAllocAsync(backward workspace)");
   launch.set_workspace(reinterpret_cast<float*>(delta));
@@ -194,6 +194,8 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
   auto ceil_div = [](int64_t n, int d_) { return size_t((n + d_ - 1) / d_); };
   if (m.map_q) {
     const size_t q_rows = ceil_div(args.seq_q, plan.q.rows), kv_rows = ceil_div(args.seq_kv, plan.kv.rows);
+    for (size_t cols : {ceil_div(args.seq_kv, plan.q.cols) * q_rows, ceil_div(args.seq_q, plan.kv.cols) * kv_rows})
+      rt::checked_product({int64_t(n_maps), int64_t(cols), 4}, "backward: the block map size");
     int32_t* q_tiles = alloc(n_maps * q_rows * ceil_div(args.seq_kv, plan.q.cols));
     int32_t* q_counts = alloc(n_maps * q_rows);
     int32_t* kv_tiles = alloc(n_maps * kv_rows * ceil_div(args.seq_q, plan.kv.cols));

@@ -178,7 +178,7 @@ void export_tunings_to_file(const std::string& path, const std::string& dir) {
 }
 
 TuningImportSummary import_tunings(const std::string& path, const std::string& dir) {
-  const autotune::ReadResult r = autotune::read_file_status(path);
+  const autotune::ReadResult r = autotune::read_file_status(path, kMaxImportBytes);
   if (r.status == autotune::ReadResult::Status::missing) throw Error(ErrorKind::usage, "'" + path + "' does not exist");
   if (r.status != autotune::ReadResult::Status::ok) throw Error(ErrorKind::usage, r.error);
   const autotune::ImportSummary s = tuning_cache(root_or_default(dir)).import_yaml(r.content, path);

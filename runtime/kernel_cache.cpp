@@ -1,5 +1,8 @@
 #include "runtime/kernel_cache.hpp"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include "flashjit/tuning.hpp"
 
 #include <atomic>
@@ -290,9 +293,20 @@ std::string cache_dir() {
     if (!dir_override().empty()) return dir_override();
   }
   if (const std::string& v = knob::get("FLASHJIT_CACHE_DIR"); !v.empty()) return v;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/flashjit";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/flashjit";
-  return ".flashjit-cache";
+  // XDG Base Directory: "If an implementation encounters a relative path in any of these
+  // variables it should consider the path invalid and ignore it." A relative cache would follow the
+  // working directory: kernels compiled in one folder, loaded from another.
+  auto absolute = [](const char* p) { return p && p[0] == '/'; };
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); absolute(xdg)) return std::string(xdg) + "/flashjit";
+  if (const char* home = std::getenv("HOME"); absolute(home)) return std::string(home) + "/.cache/flashjit";
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(::getuid(), &pw, buf, sizeof buf, &found) == 0 && found && absolute(found->pw_dir))
+    return std::string(found->pw_dir) + "/.cache/flashjit";
+  throw Error(ErrorKind::usage,
+              "no folder for the cache: FLASHJIT_CACHE_DIR is not set, XDG_CACHE_HOME and HOME are unset or not "
+              "absolute, and the user has no home folder; set FLASHJIT_CACHE_DIR to an absolute path");
 }
 
 }  // namespace flashjit

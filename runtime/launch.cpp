@@ -1,5 +1,6 @@
 #include "runtime/launch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -37,6 +38,28 @@ void check_tensor(const char* name, const Tensor& t) {
 }
 
 
+// a * b and a + b in int64, or a usage error naming `what`: sizes come from the caller, and a
+// wrapped product would pass every later check (GCC/Clang __builtin_*_overflow).
+int64_t mul_checked(int64_t a, int64_t b, const std::string& what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) bad(what + " overflows int64 (" + std::to_string(a) + " * " + std::to_string(b) + ")");
+  return r;
+}
+int64_t add_checked(int64_t a, int64_t b, const std::string& what) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) bad(what + " overflows int64 (" + std::to_string(a) + " + " + std::to_string(b) + ")");
+  return r;
+}
+
+// The elements a [batch, seq, heads, dim] view spans: (n_i - 1) * stride_i summed, plus dim; its
+// addresses are computed in 64-bit by the kernels, so the whole span must fit int64.
+void check_span(const char* name, const Tensor& t, int64_t batch, int64_t seq, int64_t heads, int64_t dim) {
+  const std::string what = std::string(name) + "'s extent (sizes times strides)";
+  int64_t span = dim;
+  const int64_t n[3] = {batch, seq, heads};
+  for (int i = 0; i < 3; ++i) span = add_checked(span, mul_checked(std::max<int64_t>(n[i] - 1, 0), t.stride[i], what), what);
+}
+
 // Extent of one tensor dimension at this launch.
 int64_t extent_of(const dsl::Extent& d, const ForwardArgs& a) {
   return dsl::extent_size(d, launch_sizes(a));
@@ -49,6 +72,13 @@ std::string names_of(const std::vector<std::string>& v) {
 }
 
 }  // namespace
+
+int64_t checked_product(std::initializer_list<int64_t> factors, const std::string& what) {
+  int64_t r = 1;
+  for (int64_t f : factors)
+    if (__builtin_mul_overflow(r, f, &r)) throw Error(ErrorKind::usage, what + " overflows int64");
+  return r;
+}
 
 void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLaunch& out, bool both_ranges) {
   const dsl::Spec& spec = analyzed.dsl;
@@ -67,6 +97,10 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
   check_tensor("k", a.k);
   check_tensor("v", a.v);
   check_tensor("o", a.o);
+  check_span("q", a.q, a.batch, a.seq_q, a.heads_q, spec.head_dim_qk);
+  check_span("k", a.k, a.batch, a.seq_kv, a.heads_kv, spec.head_dim_qk);
+  check_span("v", a.v, a.batch, a.seq_kv, a.heads_kv, spec.head_dim_v);
+  check_span("o", a.o, a.batch, a.seq_q, a.heads_q, spec.head_dim_v);
   if (a.lse && reinterpret_cast<uintptr_t>(a.lse) % 4 != 0) bad("lse is not 4-byte aligned");
 
   ForwardParams& p = out.fixed;
@@ -116,7 +150,7 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
       if (b.name == decl.name) given = &b;
     if (!given) bad("tensor '" + decl.name + "' of the spec was not passed in buffers");
     int64_t numel = 1;
-    for (const auto& d : decl.dims) numel *= extent_of(d, a);
+    for (const auto& d : decl.dims) numel = mul_checked(numel, extent_of(d, a), "tensor '" + decl.name + "': its element count");
     if (given->numel != numel)
       bad("tensor '" + decl.name + "' has " + std::to_string(given->numel) + " elements; its dims at this launch give " +
           std::to_string(numel));
@@ -199,6 +233,14 @@ void pack_backward(const AnalyzedSpec& analyzed, const BackwardArgs& a, Backward
   check_tensor("dq", a.dq);
   check_tensor("dk", a.dk);
   check_tensor("dv", a.dv);
+  const dsl::Spec& spec = analyzed.dsl;
+  check_span("d_o", a.d_o, a.batch, a.seq_q, a.heads_q, spec.head_dim_v);
+  check_span("dq", a.dq, a.batch, a.seq_q, a.heads_q, spec.head_dim_qk);
+  check_span("dk", a.dk, a.batch, a.seq_kv, a.heads_kv, spec.head_dim_qk);
+  check_span("dv", a.dv, a.batch, a.seq_kv, a.heads_kv, spec.head_dim_v);
+  // The workspace holds one fp32 per query row: batch * heads_q * seq_q * 4 bytes.
+  mul_checked(mul_checked(mul_checked(a.batch, a.heads_q, "the workspace size"), a.seq_q, "the workspace size"), 4,
+              "the workspace size");
   const void* inputs[] = {a.q.data, a.k.data, a.v.data, a.o.data, a.d_o.data};
   for (const Tensor* t : {&a.dq, &a.dk, &a.dv})
     for (const void* in : inputs)

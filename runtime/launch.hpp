@@ -2,6 +2,9 @@
 // and packs the kernel's parameters in the order the template declares them.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "compiler/analyzed_spec.hpp"
@@ -10,6 +13,10 @@
 #include "templates/common/forward_abi.hpp"
 
 namespace flashjit::rt {
+
+// The product of non-negative `factors` (a buffer size), or Error(usage) "<what> overflows int64"
+// when it does not fit: a wrapped size would allocate a small buffer that the kernels overrun.
+int64_t checked_product(std::initializer_list<int64_t> factors, const std::string& what);
 
 struct ForwardLaunch {
   ForwardParams fixed{};

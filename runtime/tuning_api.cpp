@@ -56,9 +56,11 @@ TuneReport tune(const Runtime& runtime, const AttentionSpec& spec, const Problem
   job.source = source_for(runtime, spec);
   job.shape = shape;
   if (o.mode.empty()) job.mode = rt::tune_mode() == autotune::TuneMode::full ? autotune::TuneMode::full : autotune::TuneMode::quick;
-  else job.mode = autotune::parse_tune_mode(o.mode);
-  if (job.mode == autotune::TuneMode::off)
+  else if (o.mode == "off")
     throw Error(ErrorKind::usage, "TuneOptions::mode 'off' tunes nothing; use quick or full");
+  else if (o.mode != "quick" && o.mode != "full")  // the caller's option, not FLASHJIT_AUTOTUNE, is to blame
+    throw Error(ErrorKind::usage, "TuneOptions::mode '" + o.mode + "' is not allowed; use quick or full");
+  else job.mode = autotune::parse_tune_mode(o.mode);
   job.deadline_s = o.deadline_s;
   job.progress = o.progress;
   job.params = o.params;

@@ -63,10 +63,8 @@ namespace flashjit {
 
 std::vector<KnobInfo> knobs() {
   std::vector<KnobInfo> out;
-  for (const auto& e : knob::registry()) {
-    const char* env = std::getenv(e.name);
-    out.push_back({e.name, e.type, e.default_value, (env && *env) ? env : e.default_value, e.doc});
-  }
+  // knob::get reads and checks each value: a bad enum value throws here, whatever the caller reads.
+  for (const auto& e : knob::registry()) out.push_back({e.name, e.type, e.default_value, knob::get(e.name), e.doc});
   return out;
 }
 

@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "flashjit/cache.hpp"
+#include "support/printable.hpp"
 #include "tools/cli.hpp"
 
 namespace flashjit::cli {
@@ -41,61 +43,68 @@ int list(bool json) {
     std::cout << cache_listing_json(l) << "\n";
     return kOk;
   }
-  std::cout << "tuning cache " << l.tuning_dir << ": " << plural(l.tunings.size(), "entry", "entries") << " for "
-            << plural(l.gpus.size(), "GPU identity", "GPU identities") << "\n";
+  std::ostringstream out;  // cache entries are files anyone may have edited: printed through printable()
+  out << "tuning cache " << l.tuning_dir << ": " << plural(l.tunings.size(), "entry", "entries") << " for "
+      << plural(l.gpus.size(), "GPU identity", "GPU identities") << "\n";
   for (const CacheGpu& g : l.gpus) {
-    std::cout << "  " << g.identity << "\n"
-              << "    " << pad("id", 14) << pad("spec (hash)", 34) << pad("shape bucket", 32) << pad("config", 20)
-              << pad("median ms", 11) << pad("version", 9) << "date\n";
+    out << "  " << g.identity << "\n"
+        << "    " << pad("id", 14) << pad("spec (hash)", 34) << pad("shape bucket", 32) << pad("config", 20)
+        << pad("median ms", 11) << pad("version", 9) << "date\n";
     for (const CachedTuning& t : l.tunings) {
       if (t.gpu.identity != g.identity) continue;
       const std::string spec = (t.spec_name.empty() ? "?" : t.spec_name) + " (" + t.spec_hash.substr(0, 12) + ")";
-      std::cout << "    " << pad(t.id, 14) << pad(spec, 34) << pad(t.bucket.name, 32) << pad(t.config.str(), 20)
-                << pad(fixed(t.median_ms, 4), 11) << pad(t.flashjit_version, 9) << t.date << "\n";
+      out << "    " << pad(t.id, 14) << pad(spec, 34) << pad(t.bucket.name, 32) << pad(t.config.str(), 20)
+          << pad(fixed(t.median_ms, 4), 11) << pad(t.flashjit_version, 9) << t.date << "\n";
     }
   }
   const CompileCacheSummary& k = l.kernels;
-  std::cout << "compile cache " << k.dir << ": " << plural(k.entries, "kernel", "kernels") << ", "
-            << bytes_text(k.bytes) << " of " << bytes_text(k.max_bytes) << " (least recently used are evicted)\n";
+  out << "compile cache " << k.dir << ": " << plural(k.entries, "kernel", "kernels") << ", "
+      << bytes_text(k.bytes) << " of " << bytes_text(k.max_bytes) << " (least recently used are evicted)\n";
+  std::cout << printable(out.str());
   return kOk;
 }
 
-void print_tuning(const CachedTuning& t) {
-  std::cout << "tuning entry " << t.id << "\n"
-            << "  gpu        " << t.gpu.identity << "\n"
-            << "  spec       " << t.spec_name << " (" << t.spec_hash << ")\n"
-            << "  bucket     " << t.bucket.name << "\n"
-            << "  config     " << t.config.str() << "\n"
-            << "  median     " << fixed(t.median_ms, 4) << " ms (p20 " << fixed(t.p20_ms, 4) << ", p80 "
-            << fixed(t.p80_ms, 4) << ")\n"
-            << "  tuned      " << t.date << " by flashjit " << t.flashjit_version
-            << (t.mode.empty() ? "" : " (" + t.mode + " mode)") << "\n"
-            << "  runners-up" << (t.runners_up.empty() ? " none" : "") << "\n";
+void print_tuning(std::ostream& out, const CachedTuning& t) {
+  out << "tuning entry " << t.id << "\n"
+      << "  gpu        " << t.gpu.identity << "\n"
+      << "  spec       " << t.spec_name << " (" << t.spec_hash << ")\n"
+      << "  bucket     " << t.bucket.name << "\n"
+      << "  config     " << t.config.str() << "\n"
+      << "  median     " << fixed(t.median_ms, 4) << " ms (p20 " << fixed(t.p20_ms, 4) << ", p80 "
+      << fixed(t.p80_ms, 4) << ")\n"
+      << "  tuned      " << t.date << " by flashjit " << t.flashjit_version
+      << (t.mode.empty() ? "" : " (" + t.mode + " mode)") << "\n"
+      << "  runners-up" << (t.runners_up.empty() ? " none" : "") << "\n";
   for (const CacheRunnerUp& r : t.runners_up)
-    std::cout << "    " << pad(r.config.str(), 20) << (r.ok ? fixed(r.median_ms, 4) + " ms" : "failed: " + r.failure)
-              << "\n";
+    out << "    " << pad(r.config.str(), 20) << (r.ok ? fixed(r.median_ms, 4) + " ms" : "failed: " + r.failure)
+        << "\n";
 }
 
-void print_kernel(const CachedKernel& k) {
-  std::cout << "compiled kernel " << k.hash << "\n"
-            << "  entry      " << k.entry << "\n"
-            << "  threads    " << k.threads << ", shared " << k.shared_bytes << " B, registers " << k.registers
-            << ", spills " << k.spill_bytes << " B\n"
-            << "  created    " << k.created << "\n"
-            << "  sizes      PTX " << bytes_text(k.ptx_bytes) << ", cubin " << bytes_text(k.cubin_bytes) << "\n"
-            << "  key\n"
-            << k.key << (k.key.empty() || k.key.back() == '\n' ? "" : "\n");
+void print_kernel(std::ostream& out, const CachedKernel& k) {
+  out << "compiled kernel " << k.hash << "\n"
+      << "  entry      " << k.entry << "\n"
+      << "  threads    " << k.threads << ", shared " << k.shared_bytes << " B, registers " << k.registers
+      << ", spills " << k.spill_bytes << " B\n"
+      << "  created    " << k.created << "\n"
+      << "  sizes      PTX " << bytes_text(k.ptx_bytes) << ", cubin " << bytes_text(k.cubin_bytes) << "\n"
+      << "  key\n"
+      << k.key << (k.key.empty() || k.key.back() == '\n' ? "" : "\n");
 }
 
 int show(const std::string& key, bool json) {
   const CacheEntry e = find_cache_entry(key);
   if (!e.found()) {
-    std::cerr << "flashjit cache show: " << e.missing << "\n";
+    std::cerr << "flashjit cache show: " << printable(e.missing) << "\n";
     return kFailure;
   }
-  if (json) std::cout << cache_entry_json(e) << "\n";
-  else if (e.tuning) print_tuning(*e.tuning);
-  else print_kernel(*e.kernel);
+  if (json) {
+    std::cout << cache_entry_json(e) << "\n";
+    return kOk;
+  }
+  std::ostringstream out;
+  if (e.tuning) print_tuning(out, *e.tuning);
+  else print_kernel(out, *e.kernel);
+  std::cout << printable(out.str());
   return kOk;
 }
 

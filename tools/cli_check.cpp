@@ -1,12 +1,14 @@
 // `flashjit check SPEC... | --expr EXPR`: parse and check specs or one expression, print the
 // canonical form and what flashjit derives from it. Problems go to stderr as the library words
 // them (file:line:col, the source line, a caret), unprefixed, so editors can jump to them.
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 
+#include "support/printable.hpp"
 #include "tools/cli.hpp"
 #include "tools/cli_json.hpp"
 
@@ -67,8 +69,9 @@ TensorDecl parse_tensor(const std::string& text) {
   TensorDecl t{parts[0], parts[1] == "i32" ? ScalarType::i32 : ScalarType::f32, split(parts[2], ',')};
   for (const std::string& d : t.dims) {
     char* end = nullptr;
+    errno = 0;
     const long long n = std::strtoll(d.c_str(), &end, 10);
-    const bool size = !d.empty() && *end == '\0' && n > 0;
+    const bool size = !d.empty() && *end == '\0' && errno != ERANGE && n > 0;
     if (!size && d != "batch" && d != "heads_q" && d != "heads_kv" && d != "seq_q" && d != "seq_kv")
       throw Error(ErrorKind::usage, "'" + text + "': '" + d + "' is not a dimension (" + kDims + ")");
   }
@@ -79,7 +82,7 @@ namespace {
 
 // Prints a spec's or expression's problems as the library formats them; exit 2.
 int diagnostics(const Error& e) {
-  const std::string text = e.what();
+  const std::string text = printable(e.what());  // the source line may hold control characters
   std::cerr << text << (text.empty() || text.back() == '\n' ? "" : "\n");
   return kUsage;
 }

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "support/atomic_file.hpp"
+#include "support/file_read.hpp"
 #include "tools/cli.hpp"
 
 namespace flashjit::cli {
@@ -108,11 +109,16 @@ std::vector<TileConfig> parse_tile_configs(const std::string& text) {
 }
 
 std::string read_spec_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Error(ErrorKind::spec, path + ": cannot read the spec file (" + std::strerror(errno) + ")");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  BoundedRead r = read_file_bounded(path, kMaxSpecBytes);
+  switch (r.status) {
+    case BoundedRead::Status::ok: return std::move(r.content);
+    case BoundedRead::Status::missing:
+      throw Error(ErrorKind::spec, path + ": cannot read the spec file (" + std::strerror(ENOENT) + ")");
+    case BoundedRead::Status::too_large:
+      throw Error(ErrorKind::spec, path + ": the spec file is larger than the limit of " + size_limit_text(kMaxSpecBytes));
+    case BoundedRead::Status::error: break;
+  }
+  throw Error(ErrorKind::spec, path + ": cannot read the spec file (" + r.error + ")");
 }
 
 AttentionSpec load_spec_arg(const std::optional<std::string>& path) {

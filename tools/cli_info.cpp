@@ -42,10 +42,16 @@ int info_json(int device) {
 
 int info(int device) {
   VersionInfo v = versions();
+  std::string cache;
+  try {
+    cache = cache_dir();
+  } catch (const Error& e) {  // no absolute folder for it: info still reports the rest
+    cache = std::string("none (") + e.what() + ")";
+  }
   std::cout << "flashjit " << v.flashjit << "\n"
             << "LLVM " << v.llvm << " (NVPTX, linked in)\n"
             << "PTX ISA " << v.ptx_isa << " (sm_80 ... sm_90a)\n"
-            << "cache dir " << cache_dir() << "\n"
+            << "cache dir " << cache << "\n"
             << "ptxas " << (find_ptxas().empty() ? "not found" : find_ptxas()) << "\n"
             << "knobs:\n";
   for (const KnobInfo& k : knobs()) std::cout << "  " << k.name << "=" << k.value << "\n";

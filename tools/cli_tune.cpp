@@ -1,4 +1,5 @@
 // `flashjit tune SPEC --shapes BxHxSqxSkv,...`: autotune and store, on the public tuning API.
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <iomanip>
@@ -64,8 +65,9 @@ std::vector<ProblemShape> parse_tune_shapes(const std::string& text) {
     bool ok = !item.empty();
     for (std::string p; ok && std::getline(parts, p, 'x');) {
       char* end = nullptr;
+      errno = 0;
       long long x = std::strtoll(p.c_str(), &end, 10);
-      ok = !p.empty() && *end == '\0' && x > 0 && n < 4;
+      ok = !p.empty() && *end == '\0' && errno != ERANGE && x > 0 && n < 4;
       if (ok) v[n++] = x;
     }
     if (!ok || n != 4)

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "support/printable.hpp"
 #include "tools/cli.hpp"
 
 namespace {
@@ -61,7 +62,8 @@ int parse_failure(const CLI::App& app, const CLI::ParseError& e) {
   const CLI::App* at = deepest(app);
   const std::vector<std::string> extras = app.remaining(true);
   const bool extra = dynamic_cast<const CLI::ExtrasError*>(&e) && !extras.empty();
-  std::cerr << path_of(at) << ": " << (extra ? extras_message(*at, extras[0]) : std::string(e.what())) << "\n"
+  std::cerr << path_of(at) << ": " << flashjit::printable(extra ? extras_message(*at, extras[0]) : std::string(e.what()))
+            << "\n"
             << "Run '" << path_of(at) << " --help' for its usage.\n";
   return kUsage;
 }
@@ -69,14 +71,15 @@ int parse_failure(const CLI::App& app, const CLI::ParseError& e) {
 int run_command(const Command& c) {
   const std::string name = path_of(deepest(*c.app));
   try {
+    flashjit::knobs();  // every FLASHJIT_* value checked by every command, not at its first use
     return c.run();
   } catch (const flashjit::Error& e) {
     const int code = exit_code_for(e);
-    std::cerr << name << ": " << e.what() << "\n";
+    std::cerr << name << ": " << flashjit::printable(e.what()) << "\n";
     if (code == kNoGpu) std::cerr << name << ": nothing ran (exit 69: no GPU driver or device)\n";
     return code;
   } catch (const std::exception& e) {
-    std::cerr << name << ": internal error: " << e.what()
+    std::cerr << name << ": internal error: " << flashjit::printable(e.what())
               << "\nThis is a flashjit bug; please report it with the command line and FLASHJIT_LOG=debug output.\n";
     return kInternal;
   }

@@ -21,7 +21,8 @@ set(FLASHJIT_DSL_SOURCES
   ${PROJECT_SOURCE_DIR}/compiler/dsl/derivative.cpp
   ${PROJECT_SOURCE_DIR}/compiler/dsl/spec.cpp
   ${PROJECT_SOURCE_DIR}/compiler/dsl/spec_validate.cpp
-  ${PROJECT_SOURCE_DIR}/compiler/dsl/spec_loader.cpp)
+  ${PROJECT_SOURCE_DIR}/compiler/dsl/spec_loader.cpp
+  ${PROJECT_SOURCE_DIR}/compiler/dsl/yaml_documents.cpp)
 
 
 add_library(flashjit_dsl STATIC ${FLASHJIT_DSL_SOURCES})

@@ -233,8 +233,7 @@ Spec SpecBuilder::build() const {
     bool ok = true;
     if (t.elem == Type::Bool) { at(key + ".type")("must be i32 or f32"); ok = false; }
     if (t.dims.empty()) { at(key + ".dims")("needs at least one dim"); ok = false; }
-    for (const auto& d : t.dims)
-      if (d.kind == Extent::Kind::Fixed && d.size <= 0) { at(key + ".dims")("a fixed dim must be positive, got " + std::to_string(d.size)); ok = false; }
+    if (!check_tensor_dims(t.dims, at(key + ".dims"))) ok = false;
     if (ok) s.tensors.push_back(t);
   }
   auto tune_list = [&](const std::vector<int>& in, std::vector<int>& out, const std::string& key) {

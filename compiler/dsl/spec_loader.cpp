@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "compiler/dsl/spec_validate.hpp"
+#include "compiler/dsl/yaml_documents.hpp"
 
 namespace flashjit::dsl {
 
@@ -39,6 +40,15 @@ class Loader {
     YAML::Node root;
     try {
       root = YAML::Load(text);
+      if (std::optional<SecondDocument> second = find_second_document(text)) {
+        diags_.push_back(src_->at(second->offset, second->at_marker ? 3 : 1,
+                                  second->at_marker
+                                      ? "a second YAML document starts here; a spec file holds one document (put "
+                                        "each spec in its own file)"
+                                      : "invalid YAML: the parser reads a second document from here (a stray "
+                                        "character?); a spec file holds one document"));
+        throw SpecError(diags_);
+      }
     } catch (const YAML::Exception& e) {
       size_t pos = e.mark.is_null() ? 0 : static_cast<size_t>(std::max(0, e.mark.pos));
       diags_.push_back(src_->at(pos, 1, "invalid YAML: " + e.msg));
@@ -386,7 +396,7 @@ class Loader {
                       (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
       ok = false;
     }
-    return ok;
+    return ok && check_tensor_dims(out, [&](const std::string& m) { error(x, path, m); });
   }
 
   void tune(const YAML::Node& node) {
@@ -430,9 +440,11 @@ Spec load_spec_file(const std::string& path) {
     d.message = std::string("cannot read the spec: ") + std::strerror(errno);
     throw SpecError({d});
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return load_spec(ss.str(), path);
+  // One byte past the limit is enough for load_spec to reject the text: /dev/zero stops there.
+  std::string text(kMaxSpecBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return load_spec(text, path);
 }
 
 }  // namespace flashjit::dsl

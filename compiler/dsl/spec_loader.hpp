@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "compiler/dsl/spec.hpp"
+#include "support/file_read.hpp"
 
 namespace flashjit::dsl {
 
@@ -17,6 +18,7 @@ Spec load_spec(std::string_view yaml_text, std::string_view filename);
 // Reads the file (SpecError if it cannot be read) and calls load_spec.
 Spec load_spec_file(const std::string& path);
 
-inline constexpr size_t kMaxSpecBytes = 1 << 20;
+// One limit for every way a spec arrives (text, file, CLI): support/file_read.hpp.
+using flashjit::kMaxSpecBytes;
 
 }  // namespace flashjit::dsl

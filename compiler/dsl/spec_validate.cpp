@@ -58,6 +58,23 @@ bool check_decl_name(std::string_view s, const Report& report) {
   return true;
 }
 
+bool check_tensor_dims(const std::vector<Extent>& dims, const Report& report) {
+  int64_t product = 1;
+  for (const Extent& d : dims) {
+    if (d.kind != Extent::Kind::Fixed) continue;
+    if (d.size <= 0) {
+      report("a fixed dim must be positive, got " + std::to_string(d.size));
+      return false;
+    }
+    if (__builtin_mul_overflow(product, d.size, &product) || product > kMaxTensorFixedElements) {
+      report("the fixed dims multiply to more than 2^31-1 (" + std::to_string(kMaxTensorFixedElements) +
+             ") elements, the limit for a spec tensor");
+      return false;
+    }
+  }
+  return true;
+}
+
 const std::vector<std::string>& tune_keys() {
   static const std::vector<std::string> k = {"block_m", "block_n", "num_warps", "num_stages"};
   return k;

@@ -19,6 +19,11 @@ std::optional<DType> parse_dtype(std::string_view s, const Report& report);
 bool check_spec_name(std::string_view s, const Report& report);
 // Param and tensor names: identifiers that are not reserved words.
 bool check_decl_name(std::string_view s, const Report& report);
+// A spec tensor is a side input (a per-head slope, a per-position id): its fixed dims must be
+// positive and multiply to at most kMaxTensorFixedElements (2^31-1 elements, 8 GiB of f32); the
+// launch checks the product of all its dims again at the sizes given.
+inline constexpr int64_t kMaxTensorFixedElements = 2147483647;
+bool check_tensor_dims(const std::vector<Extent>& dims, const Report& report);
 // key is one of block_m, block_n, num_warps, num_stages.
 bool check_tune_value(std::string_view key, int64_t v, const Report& report);
 const std::vector<std::string>& tune_keys();

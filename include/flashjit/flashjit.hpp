@@ -376,9 +376,12 @@ struct KnobInfo {
   std::string value;   // as read at first use
   std::string doc;
 };
+// Throws Error(usage) naming a knob whose value is not one it allows (FLASHJIT_LOG=banana).
 FLASHJIT_API std::vector<KnobInfo> knobs();
 
-// Where the on-disk caches live ($FLASHJIT_CACHE_DIR, else $XDG_CACHE_HOME/flashjit, else ~/.cache/flashjit).
+// Where the on-disk caches live: $FLASHJIT_CACHE_DIR, else $XDG_CACHE_HOME/flashjit, else
+// $HOME/.cache/flashjit, else the passwd entry's home + /.cache/flashjit; XDG_CACHE_HOME and HOME
+// count only when absolute. Throws Error(usage) when none of them gives an absolute folder.
 FLASHJIT_API std::string cache_dir();
 
 }  // namespace flashjit

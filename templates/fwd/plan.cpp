@@ -9,14 +9,27 @@ namespace flashjit {
 
 namespace {
 
+// Registers per thread: the fp32 S and O accumulators, Q when it stays in registers (two bf16 or
+// fp16 per register), and the overhead measured for the instruction family.
+int register_estimate(const TileConfig& c, int d_qk, int d_v, bool q_in_registers, bool wgmma) {
+  const int threads = c.num_warps * 32;
+  const int accumulators = (c.block_m * c.block_n + c.block_m * d_v + (q_in_registers ? c.block_m * d_qk / 2 : 0)) / threads;
+  return accumulators + (wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
+}
+
 int min_ctas_per_sm(const ForwardPlan& p) {
-  const TileConfig& c = p.config;
   const AttentionSpec& s = p.attention();
-  const int accumulators = (c.block_m * c.block_n + c.block_m * s.head_dim_v +
-                            (p.q_in_registers ? c.block_m * s.head_dim_qk / 2 : 0)) / p.threads;
-  const int need = accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
+  const int need = register_estimate(p.config, s.head_dim_qk, s.head_dim_v, p.q_in_registers, p.wgmma);
   return ctas_per_sm(p.target.arch, p.shared_bytes, p.threads, need);
 }
+
+// The d > 128 row of the mma.sync table keeps 64-key tiles while the estimate is at most this.
+// ptxas 13.0 (sm_80, causal with a softcap score, the heaviest of the codegen matrix) spilled at
+// estimates of 220 and above ({qk, v} = {136, 208}: 40 B; {64, 240}: 244 B; {136, 248}: 312 B)
+// and never at 216 or below; 32-key tiles halve S and measured spill-free up to {128, 256} (253
+// registers). tests/test_heuristic_spills.cpp checks a sample of the head-dim grid with ptxas,
+// scripts/heuristic_spill_grid.sh the whole grid.
+constexpr int kMmaSyncWideBudget = 216;
 
 [[noreturn]] void reject(const TileConfig& c, const std::string& why) {
   throw Error(ErrorKind::spec, "tile config " + c.str() + " cannot be built: " + why);
@@ -49,15 +62,19 @@ TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std
   // with 128-key tiles up to d = 128 and 64-key tiles above (192 KB of shared memory at d = 256).
   // mma.sync (sm_80, FLASHJIT_MMA=sync; §2 and §4): two m-tiles per warp at d ≤ 64 (each K/V
   // fragment feeds 4 mma); at d = 128 one m-tile and 64-key tiles (two m-tiles are 8% faster but
-  // spill, so only the tuner picks them); above, 64-key tiles and one stage (2 CTAs per SM).
+  // spill, so only the tuner picks them); above, 64-key tiles and one stage (2 CTAs per SM), or
+  // 32-key tiles where the O accumulators are too wide for 64 (kMmaSyncWideBudget).
   if (d <= 64) c = {64, 128, 4, 2};
   else if (d <= 128) c = {128, 128, 8, 2};
   else c = {128, 64, 8, 2};
   const bool wgmma = forward_mma_kind(c, target) == "wgmma";
   if (!wgmma) {
+    const int d_qk = spec.spec.head_dim_qk, d_v = spec.spec.head_dim_v;
     if (d <= 64) c = {128, 64, 4, 2};
     else if (d <= 128) c = {64, 64, 4, 2};
     else c = {64, 64, 4, 1};
+    // Wide O accumulators (d_v up to 256) leave no room for 64-key S tiles: 32-key tiles instead.
+    if (d > 128 && register_estimate(c, d_qk, d_v, d_qk <= 128, false) > kMmaSyncWideBudget) c = {64, 32, 4, 1};
   }
   if (reason)
     *reason = "heuristic table for d=" + std::to_string(d) + (wgmma ? ", wgmma" : ", mma.sync") + ": " + c.str();

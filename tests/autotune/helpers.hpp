@@ -61,5 +61,7 @@ int wait_child(int pid);
 
 // The hidden child mode of the test binary (see main.cpp).
 int child_main(int argc, char** argv);
+// `--autotune-child crasher ROOT SEED`: writes both caches until killed (test_crash.cpp).
+int crasher_main(int argc, char** argv);
 
 }  // namespace flashjit::autotune::test

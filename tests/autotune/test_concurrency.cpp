@@ -38,6 +38,7 @@ bool is_some_writers(const KernelArtifacts& a, int j) {
 
 // argv: --autotune-child writer ROOT INDEX START_SEC START_NSEC
 int child_main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[2]) == "crasher") return crasher_main(argc, argv);
   if (argc != 7 || std::string(argv[2]) != "writer") return 64;
   const std::string root = argv[3];
   const int me = std::atoi(argv[4]);

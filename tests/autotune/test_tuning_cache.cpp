@@ -56,7 +56,11 @@ TEST_CASE("config names and GPU file names", "[autotune][tuning]") {
   for (const char* bad : {"", "bm128", "bm128_bn64_w8_s3x", "bm0_bn64_w8_s3", "bn64_bm128_w8_s3", "bm-1_bn64_w8_s3"})
     CHECK_FALSE(parse_config_name(bad));
   GpuIdentity g{"NVIDIA H200 / NVL (test)", 132, 9, 0, 13000};
-  CHECK(g.file_stem() == "NVIDIA_H200_NVL_test_-132sm-cc90-drv13000");
+  // The readable part, then 12 hex digits of the SHA-256 of the whole identity.
+  const std::string stem = g.file_stem();
+  CHECK(stem.rfind("NVIDIA_H200_NVL_test_-132sm-cc90-drv13000-", 0) == 0);
+  CHECK(stem.size() == std::string("NVIDIA_H200_NVL_test_-132sm-cc90-drv13000-").size() + 12);
+  CHECK(stem.find_first_not_of("0123456789abcdef", stem.size() - 12) == std::string::npos);
   CHECK(GpuIdentity{".hidden", 1, 8, 0, 1}.file_stem().front() != '.');
 }
 
@@ -81,18 +85,18 @@ TEST_CASE("tuning cache: store then lookup, while other keys, drivers and flashj
   // A new store of the same key replaces the old measurement (the newest tuning wins locally).
   tc.store(sample_gpu(), key, sample_entry(64, 0.45));
   CHECK(tc.lookup(sample_gpu(), key)->median_ms == 0.45);
-  CHECK(tc.path_for(sample_gpu()) == dir.path() + "/tuning/NVIDIA_H200-132sm-cc90-drv13000.yaml");
+  CHECK(tc.path_for(sample_gpu()) == dir.path() + "/tuning/" + sample_gpu().file_stem() + ".yaml");
+  CHECK(tc.path_for(sample_gpu()).rfind(dir.path() + "/tuning/NVIDIA_H200-132sm-cc90-drv13000-", 0) == 0);
 }
 
 TEST_CASE("tuning cache: an unreadable file is moved aside with one warning and a fresh one started",
           "[autotune][tuning]") {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"bad YAML", "schema: 1\ngpu: [unclosed\n"},
-      {"wrong schema", "schema: 99\ngpu: {name: x}\nentries: []\n"},
+      {"older schema", "schema: 0\ngpu: {name: x}\nentries: []\n"},
       {"random bytes", std::string("\x01\x7f\xfe garbage \x00\x02 {{{", 18)},
       {"missing field", "schema: 1\ngpu: {name: \"NVIDIA H200\", sm_count: 132, cc_major: 9, cc_minor: 0, "
                         "driver_version: 13000}\nentries:\n  - {spec_hash: x}\n"},
-      {"another GPU", ""},
   };
   for (const auto& [what, text] : bad) {
     INFO(what);
@@ -101,8 +105,7 @@ TEST_CASE("tuning cache: an unreadable file is moved aside with one warning and 
     const GpuIdentity other{"NVIDIA A100", 108, 8, 0, 13000};
     tc.store(other, sample_tuning_key("k"), sample_entry(64, 1.0));  // must survive
     const std::string path = tc.path_for(sample_gpu());
-    std::string content = text;
-    if (what == "another GPU") content = read_file_status(tc.path_for(other)).content;
+    const std::string& content = text;
     overwrite(path, content);
     {
       StderrCapture err;
@@ -194,6 +197,58 @@ TEST_CASE("tuning cache: a malformed import names the problem and changes nothin
   CHECK_THROWS_WITH(tc.import_yaml("just: text\n", "x.yaml"), Catch::Contains("not a flashjit tuning export"));
   CHECK_THROWS_WITH(tc.import_yaml("flashjit_tuning_export: 7\ngpus: []\n", "x.yaml"), Catch::Contains("version 7"));
   CHECK(read_file_status(tc.path_for(sample_gpu())).content == before);
+}
+
+TEST_CASE("tuning cache: GPU identities whose names sanitise alike get their own files", "[autotune][tuning]") {
+  TempDir dir;
+  TuningCache tc(dir.path(), "0.1.0");
+  const GpuIdentity a{"NVIDIA H200", 132, 9, 0, 13000}, b{"NVIDIA_H200", 132, 9, 0, 13000};
+  CHECK(tc.path_for(a) != tc.path_for(b));
+  StderrCapture err;
+  tc.store(a, sample_tuning_key("k"), sample_entry(64, 1.0));
+  tc.store(b, sample_tuning_key("k"), sample_entry(128, 2.0));
+  ImportSummary s = tc.import_yaml(tc.export_yaml(), "round-trip");
+  CHECK(s.kept == 2);
+  CHECK(tc.lookup(a, sample_tuning_key("k"))->median_ms == 1.0);
+  CHECK(tc.lookup(b, sample_tuning_key("k"))->median_ms == 2.0);
+  CHECK(corrupt_files(dir.path() + "/tuning").empty());
+  CHECK(err.warnings() == 0);
+}
+
+TEST_CASE("tuning cache: a newer schema's or another identity's file is left in place, unused and never overwritten",
+          "[autotune][tuning]") {
+  for (const std::string what : {"newer schema", "another GPU"}) {
+    INFO(what);
+    TempDir dir;
+    TuningCache tc(dir.path(), "0.1.0");
+    const GpuIdentity other{"NVIDIA A100", 108, 8, 0, 13000};
+    tc.store(other, sample_tuning_key("k"), sample_entry(64, 1.0));
+    const std::string path = tc.path_for(sample_gpu());
+    const std::string content =
+        what == "newer schema"
+            ? "schema: 2\ngpu: {name: \"NVIDIA H200\", sm_count: 132, cc_major: 9, cc_minor: 0, driver_version: 13000}\n"
+              "entries: []\nfield_of_schema_2: {x: 1}\n"
+            : read_file_status(tc.path_for(other)).content;
+    overwrite(path, content);
+    {
+      StderrCapture err;
+      CHECK_FALSE(tc.lookup(sample_gpu(), sample_tuning_key("k")));
+      CHECK(err.warnings() == 1);
+      CHECK_THAT(err.text(), Catch::Contains("left in place"));
+    }
+    {
+      StderrCapture err;
+      CHECK_THROWS_WITH(tc.store(sample_gpu(), sample_tuning_key("k"), sample_entry(128, 0.3)),
+                        Catch::Contains("not overwritten"));
+      TuningCache theirs(dir.path() + "/theirs", "0.1.0");
+      theirs.store(sample_gpu(), sample_tuning_key("k"), sample_entry(128, 0.3));
+      CHECK_THROWS_WITH(tc.import_yaml(theirs.export_yaml(), "theirs.yaml"),
+                        Catch::Contains("not overwritten") && Catch::Contains("import of theirs.yaml stopped"));
+    }
+    CHECK(read_file_status(path).content == content);  // unchanged, byte for byte
+    CHECK(corrupt_files(dir.path() + "/tuning").empty());
+    CHECK(tc.lookup(other, sample_tuning_key("k"))->median_ms == 1.0);
+  }
 }
 
 }  // namespace flashjit::autotune::test

@@ -33,6 +33,14 @@ const Case kCases[] = {
     {"dtype: bf16\nhead_dim: 128\n  mask: causal\n", false, "3:7", "invalid YAML: illegal map value"},
     {"dtype: bf16\nhead_dim: 128\nmask: *y\n", false, "3:7", "invalid YAML: the referenced anchor is not defined"},
     {"", false, "1:1", "empty spec"},
+    {"dtype: bf16\nhead_dim: 128\n---\ndtype: fp16\nhead_dim: 64\n", false, "3:1", "a second YAML document"},
+    {"---\ndtype: bf16\nhead_dim: 128\n--- # more\n", false, "4:1", "a second YAML document"},
+    {"dtype: bf16\nhead_dim: 128\n...\n# next\nmask: causal\n", false, "5:1", "a second YAML document"},
+    {"dtype: bf16\nhead_dim: 128\n---\nbogus: [1\n", false, "5:1", "invalid YAML"},
+    // yaml-cpp's LoadAll never returns on this one (found by fuzz_spec); Load drops the rest.
+    {"# c\n,ame: x\ndtype: bf16\nhead_dim: 64\n", false, "2:1", "the parser reads a second document from here"},
+    {"dtype: bf16\nhead_dim: 64\ntensors:\n  t: {type: f32, dims: [65536, 65536]}\n", false, "4:24",
+     "the fixed dims multiply to more than 2^31-1 (2147483647) elements"},
     // ---- dtype and head_dim ----
     {"dtype: fp8\nhead_dim: 128\n", false, "1:8", "fp8 is not supported yet"},
     {"dtype: fp32\nhead_dim: 128\n", false, "1:8", "unknown dtype 'fp32'; expected fp16 or bf16"},
