@@ -102,13 +102,19 @@ TuningFile TuningCache::read_for_update(const std::string& path, const GpuIdenti
 
 std::optional<TuningEntry> TuningCache::lookup(const GpuIdentity& gpu, const TuningKey& key) const {
   if (!cache_folder_trusted(dir_)) return std::nullopt;
-  std::optional<TuningFile> f = read(path_for(gpu), &gpu, false);
-  if (!f) return std::nullopt;
-  for (TuningRecord& r : f->records) {
-    if (!(r.key == key)) continue;
-    if (r.entry.flashjit_version == version_) return std::move(r.entry);
-    log::debug("tuning cache: " + key.str() + " was tuned by flashjit " + r.entry.flashjit_version + ", this is " +
-               version_ + "; not used");
+  // Files named before the name carried a hash of the identity ("<stem>-drvN.yaml") are read as
+  // well, never written: the tunings they hold stay usable, and read() still checks the identity.
+  const std::string path = path_for(gpu);
+  const std::string legacy = path.substr(0, path.size() - std::string("-0123456789ab.yaml").size()) + ".yaml";
+  for (const std::string& p : {path, legacy}) {
+    std::optional<TuningFile> f = read(p, &gpu, false);
+    if (!f) continue;
+    for (TuningRecord& r : f->records) {
+      if (!(r.key == key)) continue;
+      if (r.entry.flashjit_version == version_) return std::move(r.entry);
+      log::debug("tuning cache: " + key.str() + " was tuned by flashjit " + r.entry.flashjit_version + ", this is " +
+                 version_ + "; not used");
+    }
   }
   return std::nullopt;
 }

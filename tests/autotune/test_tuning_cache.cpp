@@ -1,6 +1,7 @@
 // The tuning cache: keys and buckets, versions, corrupt files moved aside, export/clear/import.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -252,3 +253,23 @@ TEST_CASE("tuning cache: a newer schema's or another identity's file is left in 
 }
 
 }  // namespace flashjit::autotune::test
+
+TEST_CASE("tuning cache: a file under the name used before the identity hash is still read, never written",
+          "[autotune][tuning]") {
+  TempDir dir;
+  TuningCache tc(dir.path(), "0.1.0");
+  const TuningKey key = sample_tuning_key("abc123");
+  tc.store(sample_gpu(), key, sample_entry(128, 0.4));
+  const std::string path = tc.path_for(sample_gpu());
+  const std::string legacy = dir.path() + "/tuning/NVIDIA_H200-132sm-cc90-drv13000.yaml";
+  REQUIRE(std::rename(path.c_str(), legacy.c_str()) == 0);  // as an earlier flashjit named it
+  StderrCapture err;
+  auto e = tc.lookup(sample_gpu(), key);
+  REQUIRE(e);
+  CHECK(e->best.block_m == 128);
+  CHECK_FALSE(tc.lookup(sample_gpu(12080), key));  // another driver: neither name matches
+  tc.store(sample_gpu(), sample_tuning_key("def456"), sample_entry(64, 0.5));  // goes to the new name
+  CHECK(std::ifstream(path).good());
+  CHECK(tc.lookup(sample_gpu(), key)->best.block_m == 128);
+  CHECK(err.warnings() == 0);
+}
