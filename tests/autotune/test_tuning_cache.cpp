@@ -252,7 +252,6 @@ TEST_CASE("tuning cache: a newer schema's or another identity's file is left in 
   }
 }
 
-}  // namespace flashjit::autotune::test
 
 TEST_CASE("tuning cache: a file under the name used before the identity hash is still read, never written",
           "[autotune][tuning]") {
@@ -273,3 +272,5 @@ TEST_CASE("tuning cache: a file under the name used before the identity hash is 
   CHECK(tc.lookup(sample_gpu(), key)->best.block_m == 128);
   CHECK(err.warnings() == 0);
 }
+
+}  // namespace flashjit::autotune::test
