@@ -51,13 +51,19 @@ def _bshd(t, layout):
     return t if layout == "bshd" else t.transpose(1, 2)
 
 
+# Names travel as one newline-joined string: torch.library's schema has no list of str (DSL names
+# are identifiers, never holding a newline).
+def _names(joined):
+    return joined.split("\n") if joined else []
+
+
 def _launch_dicts(param_names, param_values, tensor_names, tensors):
-    return dict(zip(param_names, param_values)), dict(zip(tensor_names, tensors))
+    return dict(zip(_names(param_names), param_values)), dict(zip(_names(tensor_names), tensors))
 
 
 @torch.library.custom_op("flashjit::forward", mutates_args=())
-def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: str, scale: float, param_names: List[str],
-             param_values: List[float], tensor_names: List[str], tensors: List[torch.Tensor]
+def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: str, scale: float, param_names: str,
+             param_values: List[float], tensor_names: str, tensors: List[torch.Tensor]
              ) -> Tuple[torch.Tensor, torch.Tensor]:
     """O [b, s_q, h_q, d_v] and the LSE [b, h_q, s_q] (fp32) of q, k, v viewed as BSHD."""
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -78,8 +84,8 @@ def _forward_fake(q, k, v, spec, scale, param_names, param_values, tensor_names,
 
 @torch.library.custom_op("flashjit::backward", mutates_args=())
 def _backward(d_o: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-              lse: torch.Tensor, spec: str, scale: float, param_names: List[str], param_values: List[float],
-              tensor_names: List[str], tensors: List[torch.Tensor], deterministic: bool
+              lse: torch.Tensor, spec: str, scale: float, param_names: str, param_values: List[float],
+              tensor_names: str, tensors: List[torch.Tensor], deterministic: bool
               ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (FlashAttention-2's backward, P recomputed from the LSE) shaped like q, k, v."""
     # The incoming gradient may be broadcast (zero strides) or a view at any offset.
@@ -106,6 +112,8 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, o, lse, *tensors)
     ctx.args = (spec, scale, param_names, param_values, tensor_names)
     ctx.deterministic = _deterministic()
+    # torch.library wants the gradients in the inputs' structure: a list for each list input.
+    ctx.no_grads = [[None] * len(x) if isinstance(x, (list, tuple)) else None for x in inputs]
 
 
 def _grad(ctx, d_o, d_lse):
@@ -113,7 +121,8 @@ def _grad(ctx, d_o, d_lse):
     spec, scale, param_names, param_values, tensor_names = ctx.args
     dq, dk, dv = torch.ops.flashjit.backward(d_o, q, k, v, o, lse, spec, scale, param_names, param_values,
                                              tensor_names, tensors, ctx.deterministic)
-    return dq, dk, dv, None, None, None, None, None, None  # spec tensors and params get no gradient
+    # Spec tensors and params get no gradient.
+    return (dq, dk, dv, *ctx.no_grads[3:])
 
 
 def _deterministic():
@@ -187,7 +196,8 @@ def attention(q, k, v, *, causal=False, mask=None, score=None, spec=None, params
     if scale is not None and not (float(scale) > 0 and float(scale) != float("inf")):
         raise ValueError(f"scale: {scale!r}; it must be a finite number > 0 (None: 1/sqrt(head dim))")
     o, lse = torch.ops.flashjit.forward(_bshd(q, layout), _bshd(k, layout), _bshd(v, layout), spec,
-                                        0.0 if scale is None else float(scale), list(params),
-                                        [float(x) for x in params.values()], list(tensors), list(tensors.values()))
+                                        0.0 if scale is None else float(scale), "\n".join(params),
+                                        [float(x) for x in params.values()], "\n".join(tensors),
+                                        list(tensors.values()))
     o = _bshd(o, layout)
     return (o, lse) if return_lse else o
