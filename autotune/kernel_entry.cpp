@@ -2,6 +2,7 @@
 
 #include <llvm/Support/xxhash.h>
 
+#include <cctype>
 #include <charconv>
 #include <cstring>
 #include <vector>
@@ -56,7 +57,13 @@ std::string decode_meta(std::string_view meta, KernelArtifacts& a) {
     if (eq == std::string_view::npos) return "metadata line without '='";
     std::string_view name = line.substr(0, eq), value = line.substr(eq + 1);
     bool ok = true;
-    if (name == "entry") a.entry = std::string(value), seen_entry = true;
+    if (name == "entry") {
+      // A PTX entry name flashjit writes: [A-Za-z0-9_] only (anything else, e.g. a '\r', is damage).
+      for (char c : value)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+          return "metadata entry name holds a character other than [A-Za-z0-9_]";
+      a.entry = std::string(value), seen_entry = true;
+    }
     else if (name == "threads") ok = parse_int(value, a.threads), ++ints;
     else if (name == "shared_bytes") ok = parse_int(value, a.shared_bytes), ++ints;
     else if (name == "registers") ok = parse_int(value, a.registers), ++ints;

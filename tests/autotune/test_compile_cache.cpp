@@ -2,6 +2,8 @@
 // versions, LRU eviction, and the entry decoder against truncation and bit flips.
 #include <catch2/catch.hpp>
 
+#include <llvm/Support/xxhash.h>
+
 #include <fstream>
 #include <random>
 
@@ -157,6 +159,20 @@ TEST_CASE("kernel entry decoder: every truncation and bit flip is an error, neve
     flipped[rng() % flipped.size()] ^= char(1 << (rng() % 8));
     CHECK_FALSE(decode_kernel_entry(flipped).entry);
   }
+}
+
+TEST_CASE("kernel entry decoder: an entry name that is not [A-Za-z0-9_] is damage, not a crash", "[autotune][cache]") {
+  // Found by fuzz_kernel_entry: a '\r' in the name decoded, and re-encoding it then threw.
+  std::string bytes = encode_kernel_entry(key("z"), sample_artifacts("z", 600));
+  const size_t at = bytes.find("entry=flashjit_fwd_z");
+  REQUIRE(at != std::string::npos);
+  bytes[at + std::string("entry=flashjit").size()] = '\r';
+  // A correct checksum (bytes 48..55 over the body after the 64-byte header), so the metadata is read.
+  const uint64_t sum = llvm::xxh3_64bits(llvm::StringRef(bytes).substr(64));
+  for (int i = 0; i < 8; ++i) bytes[48 + i] = char((sum >> (8 * i)) & 0xff);
+  DecodeResult r = decode_kernel_entry(bytes);
+  CHECK_FALSE(r.entry);
+  CHECK_THAT(r.error, Catch::Contains("[A-Za-z0-9_]"));
 }
 
 TEST_CASE("parse_byte_size reads bytes and binary suffixes and rejects the rest", "[autotune][cache]") {

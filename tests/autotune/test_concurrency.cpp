@@ -19,7 +19,7 @@ const char* kVersion = "0.1.0";
 std::string own_key(int proc, int j) { return sample_key(kVersion, 13000, "spec-" + std::to_string(proc), "cfg" + std::to_string(j)); }
 std::string own_seed(int proc, int j) { return "p" + std::to_string(proc) + "e" + std::to_string(j); }
 std::string shared_key(int j) { return sample_key(kVersion, 13000, "shared", "cfg" + std::to_string(j)); }
-std::string shared_seed(int j, int proc) { return "shared" + std::to_string(j) + "-by" + std::to_string(proc); }
+std::string shared_seed(int j, int proc) { return "shared" + std::to_string(j) + "_by" + std::to_string(proc); }
 TuningKey own_tuning_key(int proc, int j) { return sample_tuning_key("spec-" + std::to_string(proc), int64_t(128) << j); }
 TuningEntry own_entry(int proc, int j) {
   TuningEntry e = sample_entry(j % 2 ? 128 : 64, 0.25 + proc + j / 10.0, "spec-" + std::to_string(proc));
