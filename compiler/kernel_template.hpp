@@ -23,6 +23,10 @@ namespace flashjit {
 struct Target {
   std::string arch;          // sm_80 | sm_86 | sm_89 | sm_90 | sm_90a
   bool allow_wgmma = true;   // false: FLASHJIT_MMA=sync (or CompileOptions::mma = "sync")
+  // The forward with GQA packing (FlashAttention-3's pack_gqa): a CTA's rows are the
+  // (position, head) pairs of this many query heads sharing one K/V head, so K and V are read
+  // once per group. 1: one query head per CTA. The runtime asks for it per launch (decode).
+  int pack_gqa = 1;
 };
 
 // A launch's fixed facts, as the runtime needs them.

@@ -12,8 +12,10 @@
 #include "runtime/kernel_cache.hpp"
 #include "runtime/handles.hpp"
 #include "runtime/launch.hpp"
+#include "runtime/split_kv.hpp"
 #include "runtime/module.hpp"
 #include "runtime/timing.hpp"
+#include "templates/fwd/plan.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "support/text.hpp"
@@ -140,19 +142,52 @@ void Kernel::forward(const ForwardArgs& args) const {
   rt::pack_forward(*k.spec, args, launch);
   if (args.batch == 0 || args.seq_q == 0) return;  // an empty output: nothing to write
   // This shape bucket's kernel: tuned (tuning cache, or tuned now), heuristic, or the given config.
-  const rt::KernelDispatch::Choice pick = k.dispatch->select(args);
+  rt::KernelDispatch::Choice pick = k.dispatch->select(args);
+  // GQA packing (decode): a CTA's rows take all query heads of a K/V head, which is then read once.
+  const int64_t group = args.heads_q / args.heads_kv;
+  std::string packing;
+  bool packed = false;
+  if (group > 1 && args.seq_q * group <= INT32_MAX && rt::pack_gqa_pays(args.seq_q, group, pick.compiled->config.block_m)) {
+    if (std::optional<std::string> why = gqa_packing_blocker(*k.spec)) {
+      packing = ", no GQA packing: " + *why;
+    } else {
+      rt::KernelDispatch::Choice p = k.dispatch->packed(pick, int(group), !rt::stream_capturing(*k.ctx, args.stream));
+      if (p.compiled) pick = p, packed = true, packing = ", GQA packing " + std::to_string(group);
+      else packing = ", no GQA packing: its module is not loaded and the stream is capturing a CUDA graph";
+      if (!p.compiled) log::warn("forward: " + packing.substr(2) + " (run one call before capturing)");
+    }
+  }
   const CompiledKernel& c = *pick.compiled;
   const rt::LoadedModule& loaded = *pick.loaded;
-  const auto grid_x = static_cast<unsigned>((args.seq_q + c.config.block_m - 1) / c.config.block_m);
+  const int64_t heads_y = packed ? args.heads_kv : args.heads_q;  // grid y
+  const int64_t rows = packed ? args.seq_q * group : args.seq_q;
+  const int64_t q_tiles = (rows + c.config.block_m - 1) / c.config.block_m;
+  const int splits = args.num_splits != 0 ? args.num_splits
+                                          : rt::auto_splits({q_tiles * heads_y * args.batch,
+                                                             (args.seq_kv + c.config.block_n - 1) / c.config.block_n,
+                                                             k.ctx->info.sm_count, loaded.ctas_per_sm});
+  if (splits > 1 && !loaded.combine_function)
+    throw Error(ErrorKind::internal, "forward: kernel " + c.key + " has no split-KV combine kernel");
+  unsigned grid_x = static_cast<unsigned>(q_tiles);
   auto stream = static_cast<cu::CUstream>(args.stream);
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
   auto launch_on = [&](cu::CUfunction f, const char* what) {
-    cu::check(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(args.heads_q), static_cast<unsigned>(args.batch),
+    cu::check(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(heads_y), static_cast<unsigned>(args.batch),
                                static_cast<unsigned>(c.threads), 1, 1, f == loaded.function ? c.shared_bytes : 0,
                                stream, launch.slots.data(), nullptr),
               what);
   };
+  // Split-KV's fp32 partial O and LSE: stream-ordered, freed after the combine kernel.
+  cu::CUdeviceptr partial = 0;
+  if (splits > 1) {
+    const int64_t rows = rt::checked_product({splits, args.batch, args.heads_q, args.seq_q}, "forward: the split-KV workspace");
+    const int64_t bytes = rt::checked_product({rows, k.spec->dsl.head_dim_v + 1, 4}, "forward: the split-KV workspace");
+    cu::check(d.cuMemAllocAsync(&partial, size_t(bytes), stream), "cuMemAllocAsync(split-KV partial O and LSE)");
+    launch.fixed.num_splits = splits;
+    launch.fixed.partial_o = reinterpret_cast<float*>(partial);
+    launch.fixed.partial_lse = reinterpret_cast<float*>(partial) + rows * k.spec->dsl.head_dim_v;
+  }
   // Block map: the caller's (checked against this kernel and launch), else one built on the
   // stream right now in stream-ordered memory, freed after the forward kernel.
   cu::CUdeviceptr tiles = 0, counts = 0;
@@ -178,11 +213,21 @@ void Kernel::forward(const ForwardArgs& args) const {
     throw Error(ErrorKind::usage, "forward: block_map given, but this kernel's mask has an exact closed form and no block map");
   }
   if (log::enabled(log::Level::info))
-    log::info("launch " + c.key + " grid " + std::to_string(grid_x) + "x" + std::to_string(args.heads_q) + "x" +
+    log::info("launch " + c.key + " grid " + std::to_string(q_tiles * splits) + "x" + std::to_string(heads_y) + "x" +
               std::to_string(args.batch) + " block " + std::to_string(c.threads) + " smem " +
               std::to_string(c.shared_bytes) + " config " + c.config.str() + " (" + *pick.why + ")" +
-              (c.map_entry.empty() ? "" : own_map ? " + block map built now" : " + caller's block map"));
+              (c.map_entry.empty() ? "" : own_map ? " + block map built now" : " + caller's block map") + ", " +
+              rt::describe_splits(splits, args.num_splits == 0) + packing);
+  grid_x = static_cast<unsigned>(q_tiles * splits);  // < 2^31: q_tiles < 2^31 / 16 and splits ≤ 128
   launch_on(loaded.function, "cuLaunchKernel(attention forward)");
+  if (splits > 1) {
+    const auto rows_x = static_cast<unsigned>((args.seq_q + kCombineRowsPerCta - 1) / kCombineRowsPerCta);
+    cu::check(d.cuLaunchKernel(loaded.combine_function, rows_x, static_cast<unsigned>(args.heads_q),
+                               static_cast<unsigned>(args.batch), kCombineThreads, 1, 1, 0, stream,
+                               launch.slots.data(), nullptr),
+              "cuLaunchKernel(split-KV combine)");
+    cu::check(d.cuMemFreeAsync(partial, stream), "cuMemFreeAsync(split-KV partial O and LSE)");
+  }
   if (own_map) {
     cu::check(d.cuMemFreeAsync(tiles, stream), "cuMemFreeAsync(block map)");
     cu::check(d.cuMemFreeAsync(counts, stream), "cuMemFreeAsync(block map)");

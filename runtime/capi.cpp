@@ -291,6 +291,7 @@ flashjit::ForwardArgs forward_args(const fj_forward_args& a, const char* fn) {
   convert_common(a, fn, f);
   f.lse = a.lse;
   if (a.block_map) f.block_map = &a.block_map->map;
+  f.num_splits = a.num_splits;
   return f;
 }
 

@@ -20,6 +20,7 @@ using CUlinkState = struct CUlinkState_st*;
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
 
 constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8;
 constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;

@@ -52,6 +52,31 @@ KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
   return choose(args, key);
 }
 
+KernelDispatch::Choice KernelDispatch::packed(const Choice& c, int group, bool may_load) const {
+  const std::string name = c.compiled->config.str() + "+gqa" + std::to_string(group);
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (auto it = modules_.find(name); it != modules_.end()) return {&it->second->m.compiled, &it->second->m.loaded, c.why};
+  }
+  if (!may_load) return {nullptr, nullptr, c.why};
+  std::lock_guard<std::mutex> one_at_a_time(tune_mu_);  // one compile of it, not one per thread
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (auto it = modules_.find(name); it != modules_.end()) return {&it->second->m.compiled, &it->second->m.loaded, c.why};
+  }
+  KernelRequest request;
+  request.target = source_.target;
+  request.target.pack_gqa = group;
+  request.config = c.compiled->config;
+  auto l = std::make_unique<Loaded>();
+  l->ctx = ctx_;
+  l->m = compile_and_load(*ctx_, plan_kernel(source_.spec, request), source_.stages);
+  l->m.compiled.config_reason = c.compiled->config_reason;
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto it = modules_.emplace(name, std::move(l)).first;
+  return {&it->second->m.compiled, &it->second->m.loaded, c.why};
+}
+
 TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why,
                                   bool* memoise) const {
   const std::string bucket = key.bucket.str();

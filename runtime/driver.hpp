@@ -34,6 +34,8 @@ namespace flashjit::cu {
   X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                    \
   X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction*, CUmodule, const char*))                \
   X(cuFuncGetAttribute, "cuFuncGetAttribute", (int*, int, CUfunction))                               \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor",      \
+    (int*, CUfunction, int, size_t))                                                                 \
   X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, int, int))                                \
   X(cuLaunchKernel, "cuLaunchKernel",                                                                \
     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,     \

@@ -181,6 +181,7 @@ LoadedModule load_cubin(const std::string& cubin, const CompiledKernel& c) {
     if (!c.map_entry.empty())
       cu::check(d.cuModuleGetFunction(&out.map_function, out.module, c.map_entry.c_str()),
                 "cuModuleGetFunction(block map)");
+    out.combine_function = find_combine(out.module, c.entry);
   } catch (...) {
     d.cuModuleUnload(out.module);
     throw;
@@ -200,7 +201,7 @@ void unload_module(const Context& ctx, LoadedModule& loaded) {
   d.cuModuleUnload(loaded.module);
   d.cuCtxPopCurrent(&popped);
   loaded.module = nullptr;
-  loaded.function = loaded.map_function = nullptr;
+  loaded.function = loaded.map_function = loaded.combine_function = nullptr;
 }
 
 CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned, const StageOptions& stages) {
@@ -245,6 +246,9 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
               "cuFuncGetAttribute");
     cu::check(d.cuFuncGetAttribute(&m.spill_bytes, cu::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, m.loaded.function),
               "cuFuncGetAttribute");
+    cu::check(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&m.loaded.ctas_per_sm, m.loaded.function,
+                                                            m.compiled.threads, size_t(m.compiled.shared_bytes)),
+              "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     if (const std::string& dir = stages.dump_dir; !dir.empty()) {
       write_file_atomic(dir + "/" + m.compiled.key + "/cubin.cubin", m.loaded.cubin);
       write_file_atomic(dir + "/" + m.compiled.key + "/module.txt", m.loaded.jit_log + "\n");

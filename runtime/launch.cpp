@@ -102,6 +102,9 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
   check_span("v", a.v, a.batch, a.seq_kv, a.heads_kv, spec.head_dim_v);
   check_span("o", a.o, a.batch, a.seq_q, a.heads_q, spec.head_dim_v);
   if (a.lse && reinterpret_cast<uintptr_t>(a.lse) % 4 != 0) bad("lse is not 4-byte aligned");
+  if (a.num_splits < 0 || a.num_splits > kMaxSplits)
+    bad("num_splits is " + std::to_string(a.num_splits) + "; it must be 0 (automatic), 1 (no split) or 2.." +
+        std::to_string(kMaxSplits));
 
   ForwardParams& p = out.fixed;
   p.q = a.q.data;
@@ -194,6 +197,8 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
 
   // The closed-form kv range holds while the mask's i32 arithmetic cannot wrap.
   p.range_ok = 1;
+  p.num_splits = 1;  // Kernel::forward splits the keys when the query side cannot fill the GPU
+  p.partial_o = p.partial_lse = nullptr;
   if (const dsl::KvRange* range = analyzed.mask ? &analyzed.kv_range : nullptr) {
     dsl::SymbolValues sv;
     sv.seq_q = a.seq_q;

@@ -4,6 +4,14 @@
 
 namespace flashjit::rt {
 
+cu::CUfunction find_combine(cu::CUmodule module, const std::string& entry) {
+  cu::CUfunction f = nullptr;
+  const cu::CUresult r = cu::driver().cuModuleGetFunction(&f, module, (entry + "_combine").c_str());
+  if (r == cu::CUDA_ERROR_NOT_FOUND) return nullptr;
+  cu::check(r, "cuModuleGetFunction(split-KV combine)");
+  return f;
+}
+
 LoadedModule load_module(const std::string& ptx, const std::string& entry, const std::string& map_entry) {
   const cu::Driver& d = cu::driver();
   LoadedModule out;
@@ -38,6 +46,7 @@ LoadedModule load_module(const std::string& ptx, const std::string& entry, const
   cu::check(d.cuModuleGetFunction(&out.function, out.module, entry.c_str()), "cuModuleGetFunction");
   if (!map_entry.empty())
     cu::check(d.cuModuleGetFunction(&out.map_function, out.module, map_entry.c_str()), "cuModuleGetFunction(block map)");
+  out.combine_function = find_combine(out.module, entry);
   auto t2 = std::chrono::steady_clock::now();
   out.link_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   out.load_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();

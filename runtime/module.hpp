@@ -11,6 +11,8 @@ struct LoadedModule {
   cu::CUmodule module = nullptr;
   cu::CUfunction function = nullptr;
   cu::CUfunction map_function = nullptr;  // the block-map pre-pass, when the kernel has one
+  cu::CUfunction combine_function = nullptr;  // split-KV's combine, in forward modules
+  int ctas_per_sm = 0;    // occupancy of `function` at its block size and shared memory (0: unknown)
   std::string cubin;      // what cuLinkComplete produced (later cached on disk)
   std::string jit_log;    // the driver's info log (registers, spills)
   double link_ms = 0, load_ms = 0;
@@ -19,5 +21,9 @@ struct LoadedModule {
 // Must be called with `ctx` current. Throws Error(compile) with the driver's error log when the
 // PTX does not assemble.
 LoadedModule load_module(const std::string& ptx, const std::string& entry, const std::string& map_entry = "");
+
+// The module's `<entry>_combine` kernel (templates/fwd/combine.hpp), or null when it has none (the
+// backward's modules).
+cu::CUfunction find_combine(cu::CUmodule module, const std::string& entry);
 
 }  // namespace flashjit::rt

@@ -34,6 +34,7 @@ std::string layout(const Case& c) {
   std::string s = c.bhsd ? "bhsd" : "bshd";
   if (padded(c)) s += "+pad" + std::to_string(c.pad_head) + "/" + std::to_string(c.pad_seq);
   if (c.mma) s += " mma=" + *c.mma;
+  if (c.num_splits) s += " splits=" + std::to_string(c.num_splits);
   return s;
 }
 
@@ -133,6 +134,7 @@ std::unique_ptr<DeviceProblem> upload_problem(const Runtime& rt, const Case& c, 
   a.lse = static_cast<float*>(dp->lse.data());
   a.params = c.params;
   a.scale = c.scale;
+  a.num_splits = c.num_splits;
   return dp;
 }
 

@@ -29,6 +29,7 @@ struct Case : ProblemShape {
   std::optional<TileConfig> backward_config;
   float scale = 0.f;  // 0 → 1/sqrt(d_qk)
   std::vector<ParamValue> params;
+  int num_splits = 0;  // ForwardArgs::num_splits (0: automatic)
 };
 
 // BHSD memory ([batch, heads, seq, dim]) seen through [batch, seq, heads, dim] strides (the

@@ -121,10 +121,11 @@ TEST_CASE("codegen: the heuristic configs do not spill (ptxas -v)", "[codegen][p
     auto r = test::run_command("'" + ptxas + "' -v -arch=sm_90a -o " + path + ".cubin " + path);
     INFO("d=" << d << "\n" << r.output);
     REQUIRE(r.code == 0);
-    std::smatch m;
-    REQUIRE(std::regex_search(r.output, m, std::regex(R"((\d+) bytes spill stores, (\d+) bytes spill loads)")));
-    CHECK(m[1] == "0");
-    CHECK(m[2] == "0");
+    // Every entry of the module (the forward kernel and split-KV's combine), in whatever order ptxas
+    // reports them.
+    CHECK_THAT(r.output, Catch::Contains("Compiling entry function '" + k.entry + "'"));
+    CHECK_THAT(r.output, Catch::Contains("0 bytes spill stores, 0 bytes spill loads"));
+    CHECK_FALSE(std::regex_search(r.output, std::regex(R"([1-9][0-9]* bytes spill)")));
   }
 }
 

@@ -71,6 +71,7 @@ struct PtxasReport {
   int registers = -1, spill_stores = -1, spill_loads = -1;
   std::string log;
 };
-PtxasReport run_ptxas(const std::string& ptx, const std::string& arch);
+// Registers and spills are those of kernel `entry` (the module's main kernel).
+PtxasReport run_ptxas(const std::string& ptx, const std::string& arch, const std::string& entry);
 
 }  // namespace flashjit::cli

@@ -155,7 +155,7 @@ std::string find_ptxas() {
   return "";
 }
 
-PtxasReport run_ptxas(const std::string& ptx, const std::string& arch) {
+PtxasReport run_ptxas(const std::string& ptx, const std::string& arch, const std::string& entry) {
   PtxasReport r;
   std::string ptxas = find_ptxas();
   if (ptxas.empty()) return r;
@@ -177,11 +177,18 @@ PtxasReport run_ptxas(const std::string& ptx, const std::string& arch) {
     int status = pclose(p);
     r.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
-  std::smatch m;
-  if (std::regex_search(r.log, m, std::regex(R"(Used (\d+) registers)"))) r.registers = std::stoi(m[1]);
-  if (std::regex_search(r.log, m, std::regex(R"((\d+) bytes spill stores, (\d+) bytes spill loads)"))) {
-    r.spill_stores = std::stoi(m[1]);
-    r.spill_loads = std::stoi(m[2]);
+  // ptxas reports each entry after a "Compiling entry function 'NAME'" line, in no fixed order (a
+  // module also holds the block-map pre-pass and the split-KV combine): read `entry`'s section.
+  const size_t at = r.log.find("entry function '" + entry + "'");
+  if (at != std::string::npos) {
+    const size_t next = r.log.find("Compiling entry function", at + 1);
+    const std::string section = r.log.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    std::smatch m;
+    if (std::regex_search(section, m, std::regex(R"(Used (\d+) registers)"))) r.registers = std::stoi(m[1]);
+    if (std::regex_search(section, m, std::regex(R"((\d+) bytes spill stores, (\d+) bytes spill loads)"))) {
+      r.spill_stores = std::stoi(m[1]);
+      r.spill_loads = std::stoi(m[2]);
+    }
   }
   std::remove(in.c_str());
   std::remove(out.c_str());

@@ -50,7 +50,7 @@ int compile(const CompileArgs& a) {
   const std::string& text = a.emit == "ptx" ? k.ptx : k.llvm_ir;
   if (!a.output.empty()) write_output(a.output, text);
   if (a.json) {
-    print_json(k, a, text, run_ptxas(k.ptx, k.arch));
+    print_json(k, a, text, run_ptxas(k.ptx, k.arch, k.entry));
     return kOk;
   }
   if (a.output.empty()) std::cout << text;
@@ -58,7 +58,7 @@ int compile(const CompileArgs& a) {
             << k.config_reason << "; PTX " << k.ptx.size() << " bytes, " << k.threads << " threads, "
             << k.shared_bytes << " B shared";
   // The help promises registers and spills when ptxas is there: the numbers the tuner prunes by.
-  PtxasReport r = run_ptxas(k.ptx, k.arch);
+  PtxasReport r = run_ptxas(k.ptx, k.arch, k.entry);
   if (r.ran && r.ok)
     std::cerr << "; ptxas: " << r.registers << " registers, " << r.spill_stores << " B spill stores, " << r.spill_loads
               << " B spill loads";

@@ -28,6 +28,7 @@ struct RunArgs {
   bool backward = false;
   std::string backward_config;  // "" → the backward's heuristic
   bool json = false;
+  int splits = 0;  // ForwardArgs::num_splits
   SpecFlags flags;
 };
 
@@ -61,7 +62,7 @@ int compile_only(const AttentionSpec& spec, const Error& why, bool backward, boo
   opts.backward = backward;
   CompiledKernel k = compile_to_ptx(spec, opts);
   if (json) {
-    PtxasReport r = run_ptxas(k.ptx, k.arch);
+    PtxasReport r = run_ptxas(k.ptx, k.arch, k.entry);
     JsonObject j;
     j.raw("spec", spec_summary(spec)).boolean("ran", false).str("reason", why.what()).str("key", k.key);
     j.str("arch", k.arch).str("config", k.config.str()).str("config_reason", k.config_reason);
@@ -72,7 +73,7 @@ int compile_only(const AttentionSpec& spec, const Error& why, bool backward, boo
   }
   std::cout << "compiled " << k.key << " for " << k.arch << ": " << spec.canonical() << "  config " << k.config.str()
             << " (" << k.config_reason << ")\n  PTX " << k.ptx.size() << " bytes";
-  PtxasReport r = run_ptxas(k.ptx, k.arch);
+  PtxasReport r = run_ptxas(k.ptx, k.arch, k.entry);
   if (r.ran && r.ok)
     std::cout << "; ptxas " << k.arch << ": " << r.registers << " registers, " << r.spill_stores << " B spill stores, "
               << r.spill_loads << " B spill loads";
@@ -139,6 +140,11 @@ void upload(const Runtime& rt, const ref::Problem& p, DeviceProblem& d) {
   args.buffers = d.buffer_args;
 }
 
+// Bytes of K and V one forward reads at least once (what bounds a decode step, seq_q ≪ seq_kv).
+double kv_bytes(const ref::Problem& p) {
+  return 2.0 * double(p.batch * p.seq_kv * p.heads_kv) * double(p.d_qk() + p.d_v());
+}
+
 void print_header(const Runtime& rt, const ref::Problem& p, JsonReport* json) {
   const AttentionSpec& spec = p.spec;
   if (json) {
@@ -182,18 +188,20 @@ bool run_one(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, Dev
   }
   const double ms = rt.time_forward(kernel, d.args, 3, a.reps);
   const double tflops = forward_flops(p) / (ms * 1e-3) / 1e12;
+  const double kv_tbs = kv_bytes(p) / (ms * 1e-3) / 1e12;
   if (json) {
     json->str("key", ck.key).str("description", ck.description).str("config", ck.config.str());
     json->str("config_reason", ck.config_reason).integer("registers", kernel.registers());
     json->integer("spill_bytes", kernel.spill_bytes()).boolean("verified", !a.no_verify).boolean("ok", ok);
-    json->str("verdict", verdict).num("ms", ms).num("tflops", tflops);
+    json->str("verdict", verdict).num("ms", ms).num("tflops", tflops).num("kv_tb_per_s", kv_tbs);
     return ok;
   }
   std::cout << "kernel   " << ck.key << " " << ck.description << " (" << ck.config_reason << "), " << kernel.registers()
             << " regs, " << kernel.spill_bytes() << " B local\n"
             << "verify   " << verdict << "\n"
             << std::fixed << std::setprecision(3) << "time     " << ms << " ms (median)\n"
-            << std::setprecision(1) << "perf     " << tflops << " TFLOP/s\n"
+            << std::setprecision(1) << "perf     " << tflops << " TFLOP/s, " << std::setprecision(2) << kv_tbs
+            << " TB/s of K and V\n"
             << std::defaultfloat;
   return ok;
 }
@@ -269,6 +277,7 @@ int run(const RunArgs& a) {
   fill_inputs(p, static_cast<uint64_t>(a.seed));
   DeviceProblem d;
   upload(*rt, p, d);
+  d.args.num_splits = a.splits;
   bool all_ok = true, first = true;
   JsonReport report;
   JsonReport* json = a.json ? &report : nullptr;
@@ -336,6 +345,11 @@ Command add_run(CLI::App& app) {
   sub->add_option("--config", a->configs, "tile configs to compare (default: the heuristic's)")
       ->type_name("BM,BN,WARPS,STAGES[;...]")
       ->check(parsed_by(parse_tile_configs));
+  sub->add_option("--splits", a->splits,
+                  "split-KV pieces per row (ForwardArgs::num_splits): 0 automatic, 1 never, 2..128")
+      ->type_name("N")
+      ->check(integer_in(0, 128))
+      ->capture_default_str();
   sub->add_flag("--no-verify", a->no_verify, "skip the check against the fp64 reference");
   sub->add_flag("--backward", a->backward,
                 "also run the backward (dQ, dK, dV for a random dO), verify it against the fp64 reference "

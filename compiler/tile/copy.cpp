@@ -23,7 +23,7 @@ void copy_ragged(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, 
       Value* valid = B.CreateAnd(B.CreateICmpSLT(row, src.end), B.CreateICmpULT(c, e.c32(d / 8)));
       Value* safe_row = B.CreateSelect(valid, row, src.first);
       Value* safe_col = B.CreateSelect(valid, B.CreateShl(c, 3), e.c32(0));
-      Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(safe_row, e.i64()), src.row_stride), B.CreateZExt(safe_col, e.i64()));
+      Value* off = B.CreateAdd(row_offset(e, src, safe_row), B.CreateZExt(safe_col, e.i64()));
       cp_async_16(e, dst_addr, 0, B.CreateGEP(B.getInt16Ty(), src.base, off), valid);
     };
     if (first + threads <= total) body();
@@ -32,6 +32,15 @@ void copy_ragged(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, 
 }
 
 }  // namespace
+
+Value* row_offset(Emitter& e, const GlobalRows& src, Value* row) {
+  auto& B = e.b;
+  if (src.group == 1) return B.CreateMul(B.CreateSExt(row, e.i64()), src.row_stride);
+  Value* pos = B.CreateUDiv(row, e.c32(src.group));
+  Value* head = B.CreateURem(row, e.c32(src.group));
+  return B.CreateAdd(B.CreateMul(B.CreateZExt(pos, e.i64()), src.row_stride),
+                     B.CreateMul(B.CreateZExt(head, e.i64()), src.group_stride));
+}
 
 void copy_rows(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, int threads, Value* tid, bool once) {
   auto& B = e.b;
@@ -54,11 +63,16 @@ void copy_rows(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, in
   // slice's first row.
   auto waves = [&](bool checked) {
     Value* row = B.CreateAdd(src.first, r0);
-    Value* off = B.CreateAdd(B.CreateMul(B.CreateSExt(row, e.i64()), src.row_stride), B.CreateZExt(B.CreateShl(c0, 3), e.i64()));
+    Value* off = B.CreateAdd(row_offset(e, src, row), B.CreateZExt(B.CreateShl(c0, 3), e.i64()));
     Value* p = B.CreateGEP(B.getInt16Ty(), src.base, off);
     Value* step = B.CreateMul(src.row_stride, e.c64(rp));
     for (int wave = 0; wave * threads < total; ++wave) {
-      if (wave) p = B.CreateGEP(B.getInt16Ty(), p, step);
+      // Packed rows do not step by a fixed stride: each wave's address from its row.
+      if (wave && src.group > 1)
+        p = B.CreateGEP(B.getInt16Ty(), src.base,
+                        B.CreateAdd(row_offset(e, src, B.CreateAdd(row, e.c32(wave * rp))),
+                                    B.CreateZExt(B.CreateShl(c0, 3), e.i64())));
+      else if (wave) p = B.CreateGEP(B.getInt16Ty(), p, step);
       const int k = wave * rp % 8;
       Value* dst_addr = B.CreateAdd(dst.base, wave_off[k]);
       auto copy = [&] {

@@ -13,7 +13,14 @@ struct GlobalRows {
   llvm::Value* row_stride;  // i64, elements
   llvm::Value* first;       // i32
   llvm::Value* end;         // i32
+  // GQA packing (FlashAttention-3's pack_gqa): row r is position r / group of head r % group, at
+  // (r / group)·row_stride + (r % group)·group_stride. 1: row r at r·row_stride.
+  int group = 1;
+  llvm::Value* group_stride = nullptr;  // i64, elements (the head stride)
 };
+
+// Element offset of row `row` (i32) of `src`, in i64.
+llvm::Value* row_offset(Emitter& e, const GlobalRows& src, llvm::Value* row);
 
 // The whole CTA (`threads` threads, this one `tid`) copies `src` into `dst`. Columns at or past d,
 // up to the next multiple of 16 (what the mma k-steps read), become zeros too. `once`: a copy a

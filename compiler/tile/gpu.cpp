@@ -18,6 +18,13 @@ llvm::Value* block_id(Emitter& e, int axis) {
   return e.b.CreateCall(getDeclaration(&e.module, ids[axis]), {}, "ctaid");
 }
 
+llvm::Value* grid_dim(Emitter& e, int axis) {
+  static const llvm::Intrinsic::ID ids[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x,
+                                            llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y,
+                                            llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z};
+  return e.b.CreateCall(getDeclaration(&e.module, ids[axis]), {}, "nctaid");
+}
+
 void sync_threads(Emitter& e) { e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_barrier0), {}); }
 
 llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask) {

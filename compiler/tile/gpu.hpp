@@ -7,6 +7,7 @@ namespace flashjit::tile {
 
 llvm::Value* thread_id(Emitter& e);            // %tid.x
 llvm::Value* block_id(Emitter& e, int axis);   // %ctaid.{x,y,z}
+llvm::Value* grid_dim(Emitter& e, int axis);   // %nctaid.{x,y,z}
 void sync_threads(Emitter& e);                 // bar.sync 0
 // shfl.sync.bfly.b32 over the full warp (PTX ISA §9.7.8.6).
 llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask);

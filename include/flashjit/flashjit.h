@@ -139,6 +139,8 @@ typedef struct fj_forward_args {
   /* Appended after the first published layout (struct_size tells the two apart):              */
   const fj_block_map* block_map;             /* from fj_block_map_build for these sizes, params
                                                 and tensor contents, or NULL = rebuild per call */
+  int num_splits;                            /* split-KV: 0 = automatic, 1 = never, 2..128 = split
+                                                each row's keys into this many pieces */
 } fj_forward_args;
 
 /* Checks shapes, strides and alignment (FJ_ERR_USAGE naming the argument), then launches

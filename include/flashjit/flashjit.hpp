@@ -224,6 +224,12 @@ struct ForwardArgs : ProblemShape {
   // Null: the map is rebuilt on the stream before every launch.
   const BlockMap* block_map = nullptr;
   void* stream = nullptr;   // CUstream; null = the legacy default stream
+  // Split-KV (Flash-Decoding): when the query side leaves SMs idle (decode: seq_q of 1–16), each
+  // row's key tiles are split across this many CTAs, each writing a partial O and LSE (fp32,
+  // stream-ordered workspace), and a combine kernel merges them; the result is the unsplit one up
+  // to rounding. 0: automatic, from the SM count, the kernel's occupancy and the key tiles
+  // (FlashAttention-2's rule); 1: never split; 2..128: exactly this many.
+  int num_splits = 0;
 };
 
 // The gradients of a forward call (FlashAttention-2's backward: P recomputed from the forward's

@@ -54,7 +54,8 @@ class ForwardArgs(ctypes.Structure):
                 ("params", ctypes.POINTER(Param)), ("num_params", ctypes.c_int),
                 ("buffers", ctypes.POINTER(Buffer)), ("num_buffers", ctypes.c_int),
                 ("stream", ctypes.c_void_p),
-                ("block_map", ctypes.c_void_p)]
+                ("block_map", ctypes.c_void_p),
+                ("num_splits", ctypes.c_int)]
 
 
 class BackwardArgs(ctypes.Structure):
@@ -247,14 +248,16 @@ class Kernel(_Handle):
             self.info[name] = val.decode() if isinstance(val, bytes) else val
         self.config = f"bm{info.block_m}_bn{info.block_n}_w{info.num_warps}_s{info.num_stages}"
 
-    def prepare(self, q, k, v, o, lse=None, scale=0.0, params=None, buffers=None, stream=None, block_map=False):
+    def prepare(self, q, k, v, o, lse=None, scale=0.0, params=None, buffers=None, stream=None, block_map=False,
+                num_splits=0):
         """Builds the C argument struct once; returns launch() that runs the forward on it.
 
         q, k, v, o: torch views [batch, seq, heads, dim]; params: {name: value};
         buffers: {name: torch tensor (contiguous, of the spec's element type)}.
         block_map=True (masks that read tensors): build the block map once here, as
         FlexAttention's create_block_mask does, instead of a pre-pass before every launch; the
-        buffers' contents must not change while launch() is used."""
+        buffers' contents must not change while launch() is used.
+        num_splits: split-KV pieces per row (0 automatic, 1 never, 2..128)."""
         import torch
         a = ForwardArgs()
         a.struct_size = ctypes.sizeof(ForwardArgs)
@@ -263,6 +266,7 @@ class Kernel(_Handle):
         a.q, a.k, a.v, a.o = (_tensor(t, n) for t, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o")))
         a.lse = lse.data_ptr() if lse is not None else None
         a.scale = float(scale)
+        a.num_splits = int(num_splits)
         keep = []
         _params_and_buffers(a, params, buffers, keep)
         if stream is None:

@@ -6,7 +6,7 @@
 
 namespace flashjit {
 
-// Grid: x = query tiles of block_m rows, y = query heads, z = batch. Block: num_warps × 32.
+// Grid: x = query tiles of block_m rows × num_splits, y = query heads, z = batch. Block: num_warps × 32.
 // Strides are in elements for [batch, seq, head]; the head-dim stride is 1.
 struct ForwardParams {
   const void* q;
@@ -19,7 +19,18 @@ struct ForwardParams {
   int32_t group;       // heads_q / heads_kv
   float scale_log2;    // softmax scale × log2(e): the kernel works in the exp2 domain
   int32_t range_ok;    // 0: the mask's closed-form kv range may wrap i32 here: visit every key
+  // Split-KV (Flash-Decoding, Dao et al. 2023): with num_splits > 1, CTA x = split · q_tiles + tile
+  // walks the split-th of num_splits equal runs of its key tiles and writes that run's normalised O
+  // and LSE here in fp32; the combine kernel (templates/fwd/combine.cpp) merges them into o and lse.
+  int32_t num_splits;  // 1: no split, o and lse are written directly
+  float* partial_o;    // [num_splits, batch, heads_q, seq_q, d_v]
+  float* partial_lse;  // [num_splits, batch, heads_q, seq_q], natural log
 };
+// The combine kernel: one warp per query row; grid x = ceil(seq_q / kCombineRowsPerCta), y = query
+// heads, z = batch. At most kMaxSplits splits (FlashAttention-2's cap, flash_api.cpp).
+inline constexpr int kCombineThreads = 128;
+inline constexpr int kCombineRowsPerCta = kCombineThreads / 32;
+inline constexpr int kMaxSplits = 128;
 // After these come the spec's params (i32 or f32, by slot) and its tensors (global pointers,
 // by slot): see runtime/launch.cpp. Kernels with a block map (BlockMapPolicy::needed) take two
 // more pointers last: the tile lists and their counts, written by the pre-pass kernel
@@ -35,6 +46,7 @@ enum ForwardParam : int {
   kParamStrides,               // 12 × i64: q(b,s,h), k(b,s,h), v(b,s,h), o(b,s,h)
   kParamSeqQ = kParamStrides + 12,
   kParamSeqKv, kParamGroup, kParamScaleLog2, kParamRangeOk,
+  kParamSplits, kParamPartialO, kParamPartialLse,
   kParamCount
 };
 
@@ -53,6 +65,9 @@ inline void forward_param_slots(ForwardParams& p, void* slots[kParamCount]) {
   slots[kParamGroup] = &p.group;
   slots[kParamScaleLog2] = &p.scale_log2;
   slots[kParamRangeOk] = &p.range_ok;
+  slots[kParamSplits] = &p.num_splits;
+  slots[kParamPartialO] = &p.partial_o;
+  slots[kParamPartialLse] = &p.partial_lse;
 }
 
 }  // namespace flashjit

@@ -72,11 +72,15 @@ class ForwardKernel {
   void store_output();
 
  private:
+  void store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse);
   void find_key_tiles();
   void issue_kv(Value* j, Value* entry, bool once);
   // The K or V tile of pipeline stage `stage` (its region's offset and stage size in bytes).
   SmemTile stage_tile(int region, int stage_bytes, Value* stage);
   Value* row_of(int mt, int i);
+  // GQA packing: packed row r is query position r / G of query head head_ + r % G.
+  Value* query_of(Value* row) { return G > 1 ? e_.b.CreateUDiv(row, e_.c32(G)) : row; }
+  Value* head_of(Value* row) { return G > 1 ? e_.b.CreateAdd(head_, e_.b.CreateURem(row, e_.c32(G))) : head_; }
   Value* key_of(const KeyTile& t, int nt, int i);
   Value* clamp(Value* x, Value* hi) { return e_.b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, hi); }
   Value* arg(int i) const { return fn_->getArg(i); }
@@ -86,9 +90,12 @@ class ForwardKernel {
   llvm::Function* fn_;
   tile::Emitter e_;
   const int BM, BN, S, NT, OT;  // tile rows, keys, stages; 8-column n-tiles of S and of O
+  const int G;                  // query heads packed per CTA (Target::pack_gqa), 1: none
   Value* strides_[4][3];
   Value *seq_q_, *seq_kv_, *scale_log2_;
-  Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *head_, *batch_, *head_kv_;
+  Value* rows_;                  // packed rows: seq_q · G
+  Value *q_first_, *q_final_;    // the query positions of this CTA's first and last rows
+  Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *split_, *head_, *batch_, *head_kv_;
   Value *q_base_, *k_base_, *v_base_, *smem_, *q_start_, *q_last_;
   SmemTile q_smem_{nullptr, 0};
   ExprInputs ex_;
@@ -110,7 +117,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       BN(plan.config.block_n),
       S(plan.config.num_stages),
       NT(BN / 8),
-      OT((spec_.head_dim_v + 7) / 8) {
+      OT((spec_.head_dim_v + 7) / 8),
+      G(plan.target.pack_gqa) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -124,10 +132,20 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   lane_ = B.CreateAnd(tid_, e_.c32(31));
   g_ = B.CreateLShr(lane_, 2);             // fragment row (and row + 8)
   t4_ = B.CreateAnd(lane_, e_.c32(3));     // fragment column pair
-  q_tile_ = tile::block_id(e_, 0);
-  head_ = tile::block_id(e_, 1);
+  // Grid x = split · q_tiles + query tile (templates/common/forward_abi.hpp).
+  rows_ = G > 1 ? B.CreateMul(seq_q_, e_.c32(G)) : seq_q_;
+  Value* q_tiles = B.CreateUDiv(B.CreateAdd(rows_, e_.c32(BM - 1)), e_.c32(BM));
+  Value* x = tile::block_id(e_, 0);
+  split_ = B.CreateUDiv(x, q_tiles);
+  q_tile_ = B.CreateSub(x, B.CreateMul(split_, q_tiles));
   batch_ = tile::block_id(e_, 2);
-  head_kv_ = B.CreateUDiv(head_, arg(kParamGroup));  // GQA/MQA: query heads share a K/V head
+  if (G > 1) {
+    head_kv_ = tile::block_id(e_, 1);          // grid y = K/V heads; the CTA serves all G of its group
+    head_ = B.CreateMul(head_kv_, e_.c32(G));  // the group's first query head
+  } else {
+    head_ = tile::block_id(e_, 1);
+    head_kv_ = B.CreateUDiv(head_, arg(kParamGroup));  // GQA/MQA: query heads share a K/V head
+  }
 
   auto base = [&](int param, int t, Value* h) {
     return B.CreateGEP(B.getInt16Ty(), arg(param), slice_offset(e_, strides_[t], batch_, e_.c32(0), h));
@@ -140,10 +158,13 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   if (plan.smem_align > 1) smem_ = B.CreateAnd(B.CreateAdd(smem_, e_.c32(plan.smem_align - 1)), e_.c32(-plan.smem_align));
   q_smem_ = SmemTile{B.CreateAdd(smem_, e_.c32(plan.smem.q)), BM};
 
-  const TileRows rows = tile_rows(e_, q_tile_, BM, seq_q_);
+  const TileRows rows = tile_rows(e_, q_tile_, BM, rows_);
   q_start_ = rows.first;
   q_last_ = rows.last;
-  ex_ = expr_inputs(e_, *plan.spec, batch_, head_, head_kv_);
+  q_first_ = query_of(q_start_);
+  q_final_ = query_of(q_last_);
+  ex_ = expr_inputs(e_, *plan.spec, batch_, head_, head_kv_,
+                    G > 1 ? B.CreateMul(tile::grid_dim(e_, 1), e_.c32(G)) : nullptr);
   find_key_tiles();
   multiplier_ = plan.spec->score ? e_.cf(1.f) : scale_log2_;
 }
@@ -153,7 +174,7 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
 void ForwardKernel::find_key_tiles() {
   auto& B = e_.b;
   const dsl::KvRange* range = plan_.spec->mask ? &plan_.spec->kv_range : nullptr;
-  bounds_ = emit_kv_bounds(e_, range, kv_bounds_inputs(e_, ex_, q_start_, q_last_));
+  bounds_ = emit_kv_bounds(e_, range, kv_bounds_inputs(e_, ex_, q_first_, q_final_));
   const TileSpan span = covering_tiles(e_, bounds_, BN);
   Value* n_tiles = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(span.end, span.first), e_.c32(0));
   Value* list = nullptr;
@@ -162,7 +183,14 @@ void ForwardKernel::find_key_tiles() {
     n_tiles = B.CreateAlignedLoad(e_.i32(), row.count, llvm::Align(4));
     list = row.tiles;
   }
-  walk_ = std::make_unique<TileWalk>(e_, span.first, n_tiles, list, S);
+  // Split s of n walks steps [n·s / splits, n·(s + 1) / splits): runs differ by at most one tile.
+  Value* n = B.CreateZExt(n_tiles, e_.i64());
+  Value* splits = B.CreateZExt(arg(kParamSplits), e_.i64());
+  Value* s = B.CreateZExt(split_, e_.i64());
+  Value* begin = B.CreateTrunc(B.CreateUDiv(B.CreateMul(n, s), splits), e_.i32());
+  Value* end = B.CreateTrunc(B.CreateUDiv(B.CreateMul(n, B.CreateAdd(s, e_.c64(1))), splits), e_.i32());
+  if (list) list = B.CreateGEP(e_.i32(), list, begin);
+  walk_ = std::make_unique<TileWalk>(e_, B.CreateAdd(span.first, begin), B.CreateSub(end, begin), list, S);
 }
 
 SmemTile ForwardKernel::stage_tile(int region, int stage_bytes, Value* stage) {
@@ -185,7 +213,8 @@ void ForwardKernel::issue_kv(Value* j, Value* entry, bool once) {
 void ForwardKernel::load_q_and_first_kv_tiles() {
   auto& B = e_.b;
   Value* zero = e_.c32(0);
-  tile::copy_rows(e_, q_smem_, {q_base_, strides_[0][1], q_start_, seq_q_}, spec_.head_dim_qk, plan_.threads, tid_,
+  tile::copy_rows(e_, q_smem_, {q_base_, strides_[0][1], q_start_, rows_, G, strides_[0][2]}, spec_.head_dim_qk,
+                  plan_.threads, tid_,
                   /*once=*/true);
   tile::cp_async_commit(e_);
   for (int s = 0; s + 1 < S; ++s) {
@@ -271,7 +300,7 @@ void ForwardKernel::modify_scores(RegTile& s, KeyTile& t) {
       for (int nt = 0; nt < NT; ++nt)
         for (int i = 0; i < 4; ++i) {
           ExprInputs at = ex_;
-          at.q = clamp(row_of(int(mt), i), t.last_q);
+          at.q = clamp(query_of(row_of(int(mt), i)), t.last_q);
           at.kv = clamp(key_of(t, nt, i), t.last_kv);
           at.score = B.CreateFMul(s[mt][nt][i], scale);
           s[mt][nt][i] = B.CreateFMul(lower_expr(e_, *plan_.spec->score, at), e_.cf(static_cast<float>(M_LOG2E)));
@@ -294,7 +323,7 @@ void ForwardKernel::mask_scores(RegTile& s, const KeyTile& t) {
           Value* visible = B.CreateICmpSLT(key, seq_kv_);
           if (plan_.spec->mask) {
             ExprInputs at = ex_;
-            at.q = clamp(row_of(int(mt), i), t.last_q);
+            at.q = clamp(query_of(row_of(int(mt), i)), t.last_q);
             at.kv = clamp(key, t.last_kv);
             visible = B.CreateAnd(visible, lower_expr(e_, *plan_.spec->mask, at));
           }
@@ -312,21 +341,42 @@ void ForwardKernel::accumulate_output(const RegTile& p, const KeyTile& t) {
 }
 
 // O = acc / l, LSE = ln Σ e^{score} = (m·multiplier + log2 l)·ln 2; rows with no visible key get
-// O = 0 and LSE = −inf.
+// O = 0 and LSE = −inf. A split CTA writes both in fp32 to the partial buffers instead.
 void ForwardKernel::store_output() {
   auto& B = e_.b;
   Value* lse_ptr = arg(kParamLse);
   Value* o_base = B.CreateGEP(B.getInt16Ty(), arg(kParamO),  // here, not before the loop: nothing stays live across it
                               slice_offset(e_, strides_[3], batch_, e_.c32(0), head_));
+  Value* split_mode = B.CreateICmpSGT(arg(kParamSplits), e_.c32(1));
   for (size_t mt = 0; mt < o_.vars.size(); ++mt)
     for (int r = 0; r < 2; ++r) {
       Value* row = row_of(int(mt), 2 * r);
       Value* lsum = tile::quad_sum(e_, B.CreateLoad(e_.f32(), softmax_.l[mt][r]));
       Value* mrow = B.CreateLoad(e_.f32(), softmax_.m[mt][r]);
-      e_.when(B.CreateICmpSLT(row, seq_q_), "store", [&] {
+      e_.when(B.CreateICmpSLT(row, rows_), "store", [&] {
         Value* any = B.CreateFCmpOGT(lsum, e_.cf(0.f));
         Value* inv = B.CreateSelect(any, B.CreateFDiv(e_.cf(1.f), lsum), e_.cf(0.f));
-        Value* row_ptr = B.CreateGEP(B.getInt16Ty(), o_base, B.CreateMul(B.CreateSExt(row, e_.i64()), strides_[3][1]));
+        auto natural_lse = [&] {
+          Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, plan_.spec->score ? e_.cf(1.f) : scale_log2_),
+                                         tile::log2_fast(e_, lsum));
+          return B.CreateSelect(any, B.CreateFMul(log2_sum, e_.cf(static_cast<float>(M_LN2))), e_.neg_inf());
+        };
+        // Row index ((b·H + h)·S + q) of [batch, heads_q, seq_q] with H = gridDim.y.
+        auto row_index = [&] {
+          Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(batch_, e_.i64()), B.CreateZExt(ex_.heads_q, e_.i64())),
+                                   B.CreateZExt(head_of(row), e_.i64()));
+          return B.CreateAdd(B.CreateMul(idx, B.CreateSExt(seq_q_, e_.i64())), B.CreateSExt(query_of(row), e_.i64()));
+        };
+        llvm::BasicBlock* partial_bb = llvm::BasicBlock::Create(e_.ctx, "store.partial", fn_);
+        llvm::BasicBlock* whole_bb = llvm::BasicBlock::Create(e_.ctx, "store.whole", fn_);
+        llvm::BasicBlock* done_bb = llvm::BasicBlock::Create(e_.ctx, "store.done", fn_);
+        B.CreateCondBr(split_mode, partial_bb, whole_bb);
+        B.SetInsertPoint(partial_bb);
+        store_partial(mt, r, row_index(), inv, natural_lse);
+        B.CreateBr(done_bb);
+        B.SetInsertPoint(whole_bb);
+        Value* row_ptr =
+            B.CreateGEP(B.getInt16Ty(), o_base, tile::row_offset(e_, {nullptr, strides_[3][1], nullptr, nullptr, G, strides_[3][2]}, row));
         for (int ot = 0; ot < OT; ++ot) {
           Value* x = B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][ot][2 * r]), inv);
           Value* y = B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][ot][2 * r + 1]), inv);
@@ -335,19 +385,32 @@ void ForwardKernel::store_output() {
                                llvm::Align(4));
         }
         Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e_.ctx, 1)));
-        e_.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4_, e_.c32(0))), "store.lse", [&] {
-          Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, plan_.spec->score ? e_.cf(1.f) : scale_log2_),
-                                         tile::log2_fast(e_, lsum));
-          Value* lse = B.CreateSelect(any, B.CreateFMul(log2_sum, e_.cf(static_cast<float>(M_LN2))), e_.neg_inf());
-          // LSE is [batch, heads_q, seq_q]: index ((b·H + h)·S + q) with H = gridDim.y.
-          Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(batch_, e_.i64()), B.CreateZExt(ex_.heads_q, e_.i64())),
-                                   B.CreateZExt(head_, e_.i64()));
-          idx = B.CreateAdd(B.CreateMul(idx, B.CreateSExt(seq_q_, e_.i64())), B.CreateSExt(row, e_.i64()));
-          B.CreateStore(lse, B.CreateGEP(e_.f32(), lse_ptr, idx));
-        });
+        e_.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4_, e_.c32(0))), "store.lse",
+                [&] { B.CreateStore(natural_lse(), B.CreateGEP(e_.f32(), lse_ptr, row_index())); });
+        B.CreateBr(done_bb);
+        B.SetInsertPoint(done_bb);
       });
     }
   B.CreateRetVoid();
+}
+
+// This split's O (normalised, fp32 pairs) and LSE of one row, at its slice of the partial buffers
+// (layouts in templates/common/forward_abi.hpp).
+void ForwardKernel::store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse) {
+  auto& B = e_.b;
+  Value* rows = B.CreateMul(B.CreateMul(B.CreateZExt(tile::grid_dim(e_, 2), e_.i64()), B.CreateZExt(ex_.heads_q, e_.i64())),
+                            B.CreateSExt(seq_q_, e_.i64()));
+  Value* at = B.CreateAdd(B.CreateMul(B.CreateZExt(split_, e_.i64()), rows), row_index);
+  Value* o_row = B.CreateGEP(e_.f32(), arg(kParamPartialO), B.CreateMul(at, e_.c64(spec_.head_dim_v)));
+  for (int ot = 0; ot < OT; ++ot) {
+    Value* col = B.CreateAdd(e_.c32(ot * 8), B.CreateShl(t4_, 1));
+    Value* pair = llvm::UndefValue::get(llvm::FixedVectorType::get(e_.f32(), 2));
+    pair = B.CreateInsertElement(pair, B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][ot][2 * r]), inv), uint64_t(0));
+    pair = B.CreateInsertElement(pair, B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][ot][2 * r + 1]), inv), uint64_t(1));
+    B.CreateAlignedStore(pair, B.CreateGEP(e_.f32(), o_row, B.CreateZExt(col, e_.i64())), llvm::Align(8));
+  }
+  e_.when(B.CreateICmpEQ(t4_, e_.c32(0)), "store.partial.lse",
+          [&] { B.CreateStore(lse(), B.CreateGEP(e_.f32(), arg(kParamPartialLse), at)); });
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "compiler/dsl/ast.hpp"
 #include "templates/common/arch_limits.hpp"
 
 namespace flashjit {
@@ -123,8 +124,20 @@ TileSpace forward_search_space(const AnalyzedSpec& spec) {
   return s;
 }
 
+std::optional<std::string> gqa_packing_blocker(const AnalyzedSpec& spec) {
+  for (const dsl::ExprPtr& e : {spec.mask, spec.score})
+    if (e && dsl::mentions(*e, dsl::Builtin::H))
+      return std::string("the ") + (e == spec.mask ? "mask" : "score") + " reads the query head h";
+  if (spec.block_map.needed) return std::string("the mask needs a block map (it reads tensors)");
+  return std::nullopt;
+}
+
 ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const Target& target) {
   if (std::optional<std::string> why = check_forward_shape(c)) reject(c, *why);
+  if (target.pack_gqa < 1) reject(c, "pack_gqa must be >= 1");
+  if (target.pack_gqa > 1)
+    if (std::optional<std::string> why = gqa_packing_blocker(*spec))
+      reject(c, "GQA packing is not possible: " + *why);
   ForwardPlan p;
   p.spec = spec;
   p.config = c;
@@ -164,6 +177,7 @@ std::string ForwardPlan::describe() const {
   o << " mask=" << (spec->mask ? s.mask : "none");
   if (spec->score) o << " score=" << s.score;
   if (has_map()) o << " +blockmap";
+  if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   o << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";
   return o.str();
 }

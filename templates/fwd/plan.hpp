@@ -56,6 +56,11 @@ std::string forward_mma_kind(const TileConfig& config, const Target& target);
 // The heuristic table (FLASHJIT_AUTOTUNE=off), by head dim and by the instruction the target gets.
 TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason);
 
+// Why this spec's forward cannot pack a GQA group's query heads into one CTA, or nothing: packed
+// rows hold several query heads, so neither the mask nor the score may read the query head `h`,
+// and the block map (masks that read tensors) lists key tiles per one head's query tile.
+std::optional<std::string> gqa_packing_blocker(const AnalyzedSpec& spec);
+
 // The template's structural rule: why `config` is not a tile shape it builds, or nothing.
 std::optional<std::string> check_forward_shape(const TileConfig& config);
 

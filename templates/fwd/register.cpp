@@ -1,6 +1,7 @@
-// The forward template and its block-map pre-pass, registered with the pipeline.
+// The forward template, its block-map pre-pass and its split-KV combine, registered with the pipeline.
 #include "compiler/kernel_template.hpp"
 #include "templates/fwd/block_map.hpp"
+#include "templates/fwd/combine.hpp"
 #include "templates/fwd/forward.hpp"
 #include "templates/fwd/plan.hpp"
 
@@ -9,19 +10,24 @@ namespace flashjit {
 namespace {
 
 // Bump a version whenever that template's generated code changes: its cached kernels then miss.
-constexpr const char* kForwardVersion = "fwd-11";
-constexpr const char* kBlockMapVersion = "map-2";
+constexpr const char* kForwardVersion = "fwd-12";
+constexpr const char* kBlockMapVersion = "map-3";
+constexpr const char* kCombineVersion = "combine-1";
 
 class ForwardKernelPlan final : public KernelPlan {
  public:
   explicit ForwardKernelPlan(ForwardPlan p) : p_(std::move(p)) {}
 
   std::vector<std::string> template_versions() const override {
-    std::vector<std::string> v = {std::string("attention_fwd@") + kForwardVersion};
+    std::vector<std::string> v = {std::string("attention_fwd@") + kForwardVersion,
+                                  std::string("split_combine@") + kCombineVersion};
     if (p_.has_map()) v.push_back(std::string("block_map@") + kBlockMapVersion);
     return v;
   }
-  std::string variant() const override { return p_.wgmma ? "wgmma" : "mma.sync"; }
+  std::string variant() const override {
+    return std::string(p_.wgmma ? "wgmma" : "mma.sync") +
+           (p_.target.pack_gqa > 1 ? "+gqa" + std::to_string(p_.target.pack_gqa) : "");
+  }
   std::string describe() const override { return p_.describe(); }
   LaunchFacts launch() const override {
     const BlockMapPolicy& map = p_.spec->block_map;
@@ -29,6 +35,7 @@ class ForwardKernelPlan final : public KernelPlan {
   }
   void emit(llvm::Module& module, const std::string& entry) const override {
     emit_attention_forward(module, p_, entry);
+    emit_split_combine(module, p_, entry);
     if (p_.has_map()) emit_block_map(module, p_, entry);
   }
 
@@ -44,6 +51,7 @@ const bool kRegistered = [] {
                      }});
   // Emitted only into forward modules (same parameters and grid); registered for its version.
   register_template({"block_map", kBlockMapVersion, "fwd", nullptr, nullptr, nullptr, nullptr});
+  register_template({"split_combine", kCombineVersion, "fwd", nullptr, nullptr, nullptr, nullptr});
   return true;
 }();
 

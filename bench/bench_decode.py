@@ -1,0 +1,120 @@
+"""Decode (seq_q ≪ seq_kv) side by side in one process: flashjit (split-KV, automatic and forced
+counts) against PyTorch SDPA's cuDNN and FlashAttention-2 backends, bf16, no mask, GQA through
+SDPA's enable_gqa (a backend that refuses it is recorded as unsupported, never replaced).
+
+Each flashjit run is first checked against SDPA's math backend in fp32 on every row (the
+FlashAttention rule: max error <= 2 x the same computation's in bf16 + 1e-5; NaN fails), then
+everything is timed with triton.testing.do_bench (median, L2 flushed between reps). The figure is
+achieved bandwidth: the bytes of K and V (each read once at least) / time; H200 copy ceiling 4.26 TB/s.
+
+  python3 bench/bench_decode.py --out DIR          (on the GPU machine)
+  python3 bench/bench_decode.py --dry-run          (anywhere: the shapes)
+
+Writes DIR/decode.json and prints the table last.
+"""
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# (batch, heads_q, heads_kv, seq_q, seq_kv): the shapes of the serving issue's table, d = 128.
+SHAPES = [(1, 32, 8, 1, 32768), (8, 32, 8, 1, 8192), (64, 32, 8, 1, 4096), (1, 32, 32, 1, 32768),
+          (16, 32, 8, 4, 8192), (1, 64, 8, 1, 131072)]
+D = 128
+
+
+def kv_bytes(b, hkv, skv, d=D):
+    return 2 * b * hkv * skv * d * 2
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="bench-decode")
+    ap.add_argument("--splits", default="0,1", help="flashjit num_splits values to time (0 = automatic)")
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--rep", type=int, default=100)
+    args = ap.parse_args()
+    splits = [int(s) for s in args.splits.split(",")]
+    if args.dry_run:
+        for s in SHAPES:
+            print("b=%d h=%d/%d sq=%d skv=%d: %.1f MB of K and V" % (*s, kv_bytes(s[0], s[2], s[4]) / 1e6))
+        return 0
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+    import flashjit_ctypes as fj
+    torch.empty(1, device="cuda")
+    rt = fj.Runtime(0)
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, flashjit {fj.version()}", flush=True)
+    kern = rt.compile(f"name: decode_d{D}\ndtype: bf16\nhead_dim: {D}\n")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+
+    def add(shape, who, ms=None, status="ok", **kw):
+        b, hq, hkv, sq, skv = shape
+        r = dict(shape=list(shape), backend=who, ms=ms, status=status, **kw)
+        if ms:
+            r["tb_per_s"] = kv_bytes(b, hkv, skv) / (ms * 1e-3) / 1e12
+        records.append(r)
+        print(f"  {who:18s} {status:12s} " + (f"{ms * 1e3:8.1f} us {r['tb_per_s']:.2f} TB/s" if ms else ""), flush=True)
+        (out / "decode.json").write_text(json.dumps(records, indent=1))
+
+    for shape in SHAPES:
+        b, hq, hkv, sq, skv = shape
+        print(f"[b={b} h={hq}/{hkv} sq={sq} skv={skv}]", flush=True)
+        g = torch.Generator(device="cuda").manual_seed(skv + 7 * b + hq)
+        q = torch.randn(b, hq, sq, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        k = torch.randn(b, hkv, skv, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        v = torch.randn(b, hkv, skv, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        group = hq // hkv
+        # Reference on every row: fp32 math, and bf16 math as the baseline of the rule.
+        kx, vx = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+        ref = torch.softmax((q.float() @ kx.float().transpose(-1, -2)) / math.sqrt(D), -1) @ vx.float()
+        low = (torch.softmax((q @ kx.transpose(-1, -2)) / math.sqrt(D), -1) @ vx).float()
+        err_ref = (low - ref).abs().max().item()
+        del kx, vx, low
+        tr = lambda t: t.transpose(1, 2)
+        for s in splits:
+            o = torch.full_like(q, float("nan"))
+            launch = kern.prepare(tr(q), tr(k), tr(v), tr(o), num_splits=s)
+            launch()
+            torch.cuda.synchronize()
+            err = (o.float() - ref).abs().max().item()
+            ok = err <= 2 * err_ref + 1e-5 and not math.isnan(err)
+            msg = f"max err {err:.2e} vs 2 x {err_ref:.2e} + 1e-5"
+            name = "flashjit auto" if s == 0 else f"flashjit splits={s}"
+            if not ok:
+                add(shape, name, status="FAILED", check=msg)
+                continue
+            add(shape, name, do_bench(launch, rep=args.rep, return_mode="median"), check=msg)
+        for who, backend in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
+            try:
+                with sdpa_kernel([backend]):
+                    fn = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=group > 1)
+                    fn()
+                    torch.cuda.synchronize()
+                    add(shape, who, do_bench(fn, rep=args.rep, return_mode="median"))
+            except Exception as e:  # noqa: BLE001 — recorded, never replaced by another backend
+                add(shape, who, status="unsupported", error=" ".join(str(e).split())[:200])
+        del q, k, v, ref
+        torch.cuda.empty_cache()
+
+    print("\nTB/s of K and V (bf16, d=128, no mask)")
+    names = sorted({r["backend"] for r in records}, key=lambda n: (not n.startswith("flashjit"), n))
+    print("%-26s" % "b, h q/kv, sq, skv" + "".join("%18s" % n for n in names))
+    for shape in SHAPES:
+        row = "%-26s" % ("%d, %d/%d, %d, %d" % tuple(shape))
+        for n in names:
+            r = next((r for r in records if r["shape"] == list(shape) and r["backend"] == n), None)
+            row += "%18s" % ("%.2f" % r["tb_per_s"] if r and r.get("ms") else (r["status"] if r else "-"))
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
