@@ -27,6 +27,10 @@ struct Target {
   // (position, head) pairs of this many query heads sharing one K/V head, so K and V are read
   // once per group. 1: one query head per CTA. The runtime asks for it per launch (decode).
   int pack_gqa = 1;
+  // The forward's split-KV form (Flash-Decoding): each CTA walks one of num_splits runs of its key
+  // tiles and writes fp32 partials; the module adds the combine kernel. Its own module, so the
+  // unsplit kernels carry none of this code. The runtime asks for it when a launch splits.
+  bool split_kv = false;
 };
 
 // A launch's fixed facts, as the runtime needs them.

@@ -15,7 +15,6 @@
 #include "runtime/split_kv.hpp"
 #include "runtime/module.hpp"
 #include "runtime/timing.hpp"
-#include "templates/fwd/plan.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "support/text.hpp"
@@ -142,30 +141,13 @@ void Kernel::forward(const ForwardArgs& args) const {
   rt::pack_forward(*k.spec, args, launch);
   if (args.batch == 0 || args.seq_q == 0) return;  // an empty output: nothing to write
   // This shape bucket's kernel: tuned (tuning cache, or tuned now), heuristic, or the given config.
-  rt::KernelDispatch::Choice pick = k.dispatch->select(args);
-  // GQA packing (decode): a CTA's rows take all query heads of a K/V head, which is then read once.
-  const int64_t group = args.heads_q / args.heads_kv;
-  std::string packing;
-  bool packed = false;
-  if (group > 1 && args.seq_q * group <= INT32_MAX && rt::pack_gqa_pays(args.seq_q, group, pick.compiled->config.block_m)) {
-    if (std::optional<std::string> why = gqa_packing_blocker(*k.spec)) {
-      packing = ", no GQA packing: " + *why;
-    } else {
-      rt::KernelDispatch::Choice p = k.dispatch->packed(pick, int(group), !rt::stream_capturing(*k.ctx, args.stream));
-      if (p.compiled) pick = p, packed = true, packing = ", GQA packing " + std::to_string(group);
-      else packing = ", no GQA packing: its module is not loaded and the stream is capturing a CUDA graph";
-      if (!p.compiled) log::warn("forward: " + packing.substr(2) + " (run one call before capturing)");
-    }
-  }
+  // Decode shapes: the packed and/or split form of it (runtime/split_kv.hpp).
+  const rt::ForwardShape shape = rt::shape_forward(*k.dispatch, k.dispatch->select(args), *k.spec, *k.ctx, args);
+  const rt::KernelDispatch::Choice& pick = shape.pick;
   const CompiledKernel& c = *pick.compiled;
   const rt::LoadedModule& loaded = *pick.loaded;
-  const int64_t heads_y = packed ? args.heads_kv : args.heads_q;  // grid y
-  const int64_t rows = packed ? args.seq_q * group : args.seq_q;
-  const int64_t q_tiles = (rows + c.config.block_m - 1) / c.config.block_m;
-  const int splits = args.num_splits != 0 ? args.num_splits
-                                          : rt::auto_splits({q_tiles * heads_y * args.batch,
-                                                             (args.seq_kv + c.config.block_n - 1) / c.config.block_n,
-                                                             k.ctx->info.sm_count, loaded.ctas_per_sm});
+  const int splits = shape.splits;
+  const int64_t heads_y = shape.heads_y, q_tiles = shape.q_tiles;
   if (splits > 1 && !loaded.combine_function)
     throw Error(ErrorKind::internal, "forward: kernel " + c.key + " has no split-KV combine kernel");
   unsigned grid_x = static_cast<unsigned>(q_tiles);
@@ -216,8 +198,7 @@ void Kernel::forward(const ForwardArgs& args) const {
     log::info("launch " + c.key + " grid " + std::to_string(q_tiles * splits) + "x" + std::to_string(heads_y) + "x" +
               std::to_string(args.batch) + " block " + std::to_string(c.threads) + " smem " +
               std::to_string(c.shared_bytes) + " config " + c.config.str() + " (" + *pick.why + ")" +
-              (c.map_entry.empty() ? "" : own_map ? " + block map built now" : " + caller's block map") + ", " +
-              rt::describe_splits(splits, args.num_splits == 0) + packing);
+              (c.map_entry.empty() ? "" : own_map ? " + block map built now" : " + caller's block map") + shape.note);
   grid_x = static_cast<unsigned>(q_tiles * splits);  // < 2^31: q_tiles < 2^31 / 16 and splits ≤ 128
   launch_on(loaded.function, "cuLaunchKernel(attention forward)");
   if (splits > 1) {

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "support/log.hpp"
 #include "templates/common/forward_abi.hpp"
+#include "templates/fwd/plan.hpp"
 
 namespace flashjit::rt {
 
@@ -35,9 +37,40 @@ bool pack_gqa_pays(int64_t seq_q, int64_t group, int block_m) {
   return fill(seq_q) < 0.9 * fill(seq_q * group);
 }
 
-std::string describe_splits(int splits, bool automatic) {
-  const char* why = automatic ? " (automatic)" : " (given)";
-  return splits > 1 ? "split-KV into " + std::to_string(splits) + why : std::string("no split") + why;
+ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch::Choice& bucket, const AnalyzedSpec& spec,
+                           const Context& ctx, const ForwardArgs& args) {
+  ForwardShape f;
+  f.pick = bucket;
+  const TileConfig& c = bucket.compiled->config;
+  const int64_t group = args.heads_q / args.heads_kv;
+  std::string pack_note;
+  if (group > 1 && args.seq_q * group <= INT32_MAX && pack_gqa_pays(args.seq_q, group, c.block_m)) {
+    if (std::optional<std::string> why = gqa_packing_blocker(spec)) pack_note = ", no GQA packing: " + *why;
+    else f.group = int(group);
+  }
+  f.heads_y = f.group > 1 ? args.heads_kv : args.heads_q;
+  f.q_tiles = (args.seq_q * f.group + c.block_m - 1) / c.block_m;
+  f.splits = args.num_splits != 0 ? args.num_splits
+                                  : auto_splits({f.q_tiles * f.heads_y * args.batch, (args.seq_kv + c.block_n - 1) / c.block_n,
+                                                 ctx.info.sm_count, bucket.loaded->ctas_per_sm});
+  if (f.group > 1 || f.splits > 1) {
+    KernelDispatch::Choice v = dispatch.variant(bucket, f.group, f.splits > 1, !stream_capturing(ctx, args.stream));
+    if (v.compiled) {
+      f.pick = v;
+    } else {
+      log::warn("forward: the " + std::string(f.group > 1 ? "GQA-packed" : "split-KV") + " kernel of bucket config " +
+                c.str() + " is not loaded yet and the stream is capturing a CUDA graph: this launch runs the unsplit, "
+                "unpacked kernel (run one call before capturing)");
+      f.group = f.splits = 1;
+      f.heads_y = args.heads_q;
+      f.q_tiles = (args.seq_q + c.block_m - 1) / c.block_m;
+      pack_note = ", not packed or split: capturing";
+    }
+  }
+  const char* why = args.num_splits == 0 ? " (automatic)" : " (given)";
+  f.note = ", " + (f.splits > 1 ? "split-KV into " + std::to_string(f.splits) + why : std::string("no split") + why) +
+           (f.group > 1 ? ", GQA packing " + std::to_string(f.group) : pack_note);
+  return f;
 }
 
 }  // namespace flashjit::rt

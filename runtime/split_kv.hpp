@@ -1,9 +1,12 @@
-// Split-KV's decision (Flash-Decoding): how many pieces each row's keys are split into when the
-// query side alone cannot fill the GPU.
+// How a forward launch is shaped when the query side alone cannot fill the GPU (decode): GQA
+// packing (FlashAttention-3's pack_gqa) and split-KV (Flash-Decoding), each a module of its own
+// beside the bucket's kernel (Target::pack_gqa, Target::split_kv).
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "runtime/dispatch.hpp"
 
 namespace flashjit::rt {
 
@@ -25,7 +28,21 @@ int auto_splits(const SplitInputs& in);
 // unpacked tiles are less than 90% as full as the packed ones (decode: seq_q of 1 fills 1 row of 64).
 bool pack_gqa_pays(int64_t seq_q, int64_t group, int block_m);
 
-// "split-KV 8 (auto)", "no split (given)" …: what FLASHJIT_LOG=info reports per launch.
-std::string describe_splits(int splits, bool automatic);
+// A forward launch's kernel and grid.
+struct ForwardShape {
+  KernelDispatch::Choice pick;  // the module to launch (the bucket's, or its packed/split form)
+  int group = 1;                // query heads packed per CTA
+  int splits = 1;
+  int64_t heads_y = 0;          // grid y: heads_q, or heads_kv when packed
+  int64_t q_tiles = 0;          // block_m-row tiles of a (packed) head; grid x = q_tiles · splits
+  std::string note;             // for FLASHJIT_LOG=info: ", split-KV into 4 (automatic), GQA packing 4"
+};
+
+// Starts from the bucket's choice: packs when it pays and the spec allows it, splits as
+// args.num_splits says (0: auto_splits on the unsplit kernel's occupancy). A module not loaded yet
+// is not loaded while the stream captures a CUDA graph: that launch runs unpacked and unsplit,
+// with a warning.
+ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch::Choice& bucket, const AnalyzedSpec& spec,
+                           const Context& ctx, const ForwardArgs& args);
 
 }  // namespace flashjit::rt

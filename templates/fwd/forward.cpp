@@ -91,6 +91,7 @@ class ForwardKernel {
   tile::Emitter e_;
   const int BM, BN, S, NT, OT;  // tile rows, keys, stages; 8-column n-tiles of S and of O
   const int G;                  // query heads packed per CTA (Target::pack_gqa), 1: none
+  const bool SPLIT;             // split-KV (Target::split_kv): one run of the key tiles, partials out
   Value* strides_[4][3];
   Value *seq_q_, *seq_kv_, *scale_log2_;
   Value* rows_;                  // packed rows: seq_q · G
@@ -118,7 +119,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       S(plan.config.num_stages),
       NT(BN / 8),
       OT((spec_.head_dim_v + 7) / 8),
-      G(plan.target.pack_gqa) {
+      G(plan.target.pack_gqa),
+      SPLIT(plan.target.split_kv) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -136,8 +138,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   rows_ = G > 1 ? B.CreateMul(seq_q_, e_.c32(G)) : seq_q_;
   Value* q_tiles = B.CreateUDiv(B.CreateAdd(rows_, e_.c32(BM - 1)), e_.c32(BM));
   Value* x = tile::block_id(e_, 0);
-  split_ = B.CreateUDiv(x, q_tiles);
-  q_tile_ = B.CreateSub(x, B.CreateMul(split_, q_tiles));
+  split_ = SPLIT ? B.CreateUDiv(x, q_tiles) : nullptr;
+  q_tile_ = SPLIT ? B.CreateSub(x, B.CreateMul(split_, q_tiles)) : x;
   batch_ = tile::block_id(e_, 2);
   if (G > 1) {
     head_kv_ = tile::block_id(e_, 1);          // grid y = K/V heads; the CTA serves all G of its group
@@ -182,6 +184,10 @@ void ForwardKernel::find_key_tiles() {
     BlockMapRow row = block_map_row(e_, plan_.spec->block_map, plan_.config, ex_, q_tile_);
     n_tiles = B.CreateAlignedLoad(e_.i32(), row.count, llvm::Align(4));
     list = row.tiles;
+  }
+  if (!SPLIT) {
+    walk_ = std::make_unique<TileWalk>(e_, span.first, n_tiles, list, S);
+    return;
   }
   // Split s of n walks steps [n·s / splits, n·(s + 1) / splits): runs differ by at most one tile.
   Value* n = B.CreateZExt(n_tiles, e_.i64());
@@ -341,13 +347,12 @@ void ForwardKernel::accumulate_output(const RegTile& p, const KeyTile& t) {
 }
 
 // O = acc / l, LSE = ln Σ e^{score} = (m·multiplier + log2 l)·ln 2; rows with no visible key get
-// O = 0 and LSE = −inf. A split CTA writes both in fp32 to the partial buffers instead.
+// O = 0 and LSE = −inf. A split kernel writes both in fp32 to the partial buffers instead.
 void ForwardKernel::store_output() {
   auto& B = e_.b;
   Value* lse_ptr = arg(kParamLse);
   Value* o_base = B.CreateGEP(B.getInt16Ty(), arg(kParamO),  // here, not before the loop: nothing stays live across it
                               slice_offset(e_, strides_[3], batch_, e_.c32(0), head_));
-  Value* split_mode = B.CreateICmpSGT(arg(kParamSplits), e_.c32(1));
   for (size_t mt = 0; mt < o_.vars.size(); ++mt)
     for (int r = 0; r < 2; ++r) {
       Value* row = row_of(int(mt), 2 * r);
@@ -367,14 +372,7 @@ void ForwardKernel::store_output() {
                                    B.CreateZExt(head_of(row), e_.i64()));
           return B.CreateAdd(B.CreateMul(idx, B.CreateSExt(seq_q_, e_.i64())), B.CreateSExt(query_of(row), e_.i64()));
         };
-        llvm::BasicBlock* partial_bb = llvm::BasicBlock::Create(e_.ctx, "store.partial", fn_);
-        llvm::BasicBlock* whole_bb = llvm::BasicBlock::Create(e_.ctx, "store.whole", fn_);
-        llvm::BasicBlock* done_bb = llvm::BasicBlock::Create(e_.ctx, "store.done", fn_);
-        B.CreateCondBr(split_mode, partial_bb, whole_bb);
-        B.SetInsertPoint(partial_bb);
-        store_partial(mt, r, row_index(), inv, natural_lse);
-        B.CreateBr(done_bb);
-        B.SetInsertPoint(whole_bb);
+        if (SPLIT) return store_partial(mt, r, row_index(), inv, natural_lse);
         Value* row_ptr =
             B.CreateGEP(B.getInt16Ty(), o_base, tile::row_offset(e_, {nullptr, strides_[3][1], nullptr, nullptr, G, strides_[3][2]}, row));
         for (int ot = 0; ot < OT; ++ot) {
@@ -387,8 +385,6 @@ void ForwardKernel::store_output() {
         Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e_.ctx, 1)));
         e_.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4_, e_.c32(0))), "store.lse",
                 [&] { B.CreateStore(natural_lse(), B.CreateGEP(e_.f32(), lse_ptr, row_index())); });
-        B.CreateBr(done_bb);
-        B.SetInsertPoint(done_bb);
       });
     }
   B.CreateRetVoid();

@@ -178,6 +178,7 @@ std::string ForwardPlan::describe() const {
   if (spec->score) o << " score=" << s.score;
   if (has_map()) o << " +blockmap";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
+  if (target.split_kv) o << " +split";
   o << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";
   return o.str();
 }

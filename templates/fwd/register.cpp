@@ -19,14 +19,15 @@ class ForwardKernelPlan final : public KernelPlan {
   explicit ForwardKernelPlan(ForwardPlan p) : p_(std::move(p)) {}
 
   std::vector<std::string> template_versions() const override {
-    std::vector<std::string> v = {std::string("attention_fwd@") + kForwardVersion,
-                                  std::string("split_combine@") + kCombineVersion};
+    std::vector<std::string> v = {std::string("attention_fwd@") + kForwardVersion};
+    if (p_.target.split_kv) v.push_back(std::string("split_combine@") + kCombineVersion);
     if (p_.has_map()) v.push_back(std::string("block_map@") + kBlockMapVersion);
     return v;
   }
   std::string variant() const override {
     return std::string(p_.wgmma ? "wgmma" : "mma.sync") +
-           (p_.target.pack_gqa > 1 ? "+gqa" + std::to_string(p_.target.pack_gqa) : "");
+           (p_.target.pack_gqa > 1 ? "+gqa" + std::to_string(p_.target.pack_gqa) : "") +
+           (p_.target.split_kv ? "+split" : "");
   }
   std::string describe() const override { return p_.describe(); }
   LaunchFacts launch() const override {
@@ -35,7 +36,7 @@ class ForwardKernelPlan final : public KernelPlan {
   }
   void emit(llvm::Module& module, const std::string& entry) const override {
     emit_attention_forward(module, p_, entry);
-    emit_split_combine(module, p_, entry);
+    if (p_.target.split_kv) emit_split_combine(module, p_, entry);
     if (p_.has_map()) emit_block_map(module, p_, entry);
   }
 

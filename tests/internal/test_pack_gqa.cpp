@@ -25,10 +25,11 @@ AttentionSpec spec_of(int d, const std::string& mask, const std::string& score =
   return s;
 }
 
-PlannedKernel plan_packed(const AttentionSpec& s, int group, const std::string& arch = "sm_90a") {
+PlannedKernel plan_packed(const AttentionSpec& s, int group, const std::string& arch = "sm_90a", bool split = false) {
   KernelRequest r;
   r.target.arch = arch;
   r.target.pack_gqa = group;
+  r.target.split_kv = split;
   return plan_kernel(analyze_spec(s), r);
 }
 
@@ -66,14 +67,21 @@ TEST_CASE("pack_gqa: masks and scores that read the query head, and block maps, 
   CHECK_NOTHROW(plan_packed(spec_of(64, "causal_br && h_kv >= 0"), 8));
 }
 
-TEST_CASE("pack_gqa: packed kernels have their own key and say so", "[pack_gqa]") {
+TEST_CASE("pack_gqa: packed and split kernels have their own keys and say so", "[pack_gqa][split]") {
   const AttentionSpec s = spec_of(128, "causal_br");
   const PlannedKernel plain = plan_packed(s, 1), four = plan_packed(s, 4), eight = plan_packed(s, 8);
+  const PlannedKernel split = plan_packed(s, 1, "sm_90a", true), both = plan_packed(s, 4, "sm_90a", true);
   CHECK(plain.key.hash != four.key.hash);
   CHECK(four.key.hash != eight.key.hash);
+  CHECK(plain.key.hash != split.key.hash);
+  CHECK(four.key.hash != both.key.hash);
   CHECK(plain.entry != four.entry);
-  CHECK_THAT(four.plan->describe(), Catch::Contains("+gqa4"));
-  CHECK_THAT(plain.plan->describe(), !Catch::Contains("+gqa"));
+  CHECK_THAT(four.plan->describe(), Catch::Contains("+gqa4") && !Catch::Contains("+split"));
+  CHECK_THAT(both.plan->describe(), Catch::Contains("+gqa4") && Catch::Contains("+split"));
+  CHECK_THAT(plain.plan->describe(), !Catch::Contains("+gqa") && !Catch::Contains("+split"));
+  // Only a split module holds the combine kernel.
+  CHECK_THAT(split.key.text, Catch::Contains("split_combine@"));
+  CHECK_THAT(plain.key.text, !Catch::Contains("split_combine@"));
 }
 
 TEST_CASE("pack_gqa: the runtime packs when the packed tiles are fuller (FlashAttention-3's rule)", "[pack_gqa]") {
@@ -86,7 +94,7 @@ TEST_CASE("pack_gqa: the runtime packs when the packed tiles are fuller (FlashAt
   CHECK_FALSE(rt::pack_gqa_pays(0, 8, 64));
 }
 
-TEST_CASE("pack_gqa: the packed forward assembles without spills on sm_90a and sm_80", "[pack_gqa][ptxas]") {
+TEST_CASE("pack_gqa: the packed and split forwards assemble without spills on sm_90a and sm_80", "[pack_gqa][ptxas]") {
   const std::string tool = ptxas();
   if (tool.empty()) SKIP_TEST("ptxas not found: the packed PTX was produced but not assembled");
   test::TempDir dir;
@@ -94,18 +102,22 @@ TEST_CASE("pack_gqa: the packed forward assembles without spills on sm_90a and s
   cap.params = {{"softcap", ScalarType::f32, 30}};
   const std::vector<std::pair<AttentionSpec, int>> cases = {
       {spec_of(64, "none"), 8}, {spec_of(128, "causal_br"), 4}, {cap, 8},
-      {spec_of(96, "causal_br && kv >= q + seq_kv - seq_q - 300"), 4}, {spec_of(256, "none"), 2}};
+      {spec_of(96, "causal_br && kv >= q + seq_kv - seq_q - 300"), 4}, {spec_of(256, "none"), 2},
+      {spec_of(128, "causal_br"), 1}};
   for (const auto& [spec, group] : cases)
-    for (const char* arch : {"sm_90a", "sm_80"}) {
+    for (const char* arch : {"sm_90a", "sm_80"})
+      for (bool split : {false, true}) {
       StageOptions stages;
       stages.keep_llvm_ir = false;
-      const CompiledKernel k = compile_planned(plan_packed(spec, group, arch), stages);
+      const CompiledKernel k = compile_planned(plan_packed(spec, group, arch, split), stages);
       const std::string path = dir.path + "/k.ptx";
       std::ofstream(path) << k.ptx;
       const test::Command r = test::run_command("'" + tool + "' -v -arch=" + arch + " -o " + path + ".cubin " + path);
-      INFO(arch << " d=" << spec.head_dim_qk << " " << spec.mask << " group " << group << "\n" << r.output);
+      INFO(arch << " d=" << spec.head_dim_qk << " " << spec.mask << " group " << group << " split " << split << "\n"
+                << r.output);
       REQUIRE(r.code == 0);
       CHECK_THAT(r.output, Catch::Contains("Compiling entry function '" + k.entry + "'"));
+      if (split) CHECK_THAT(r.output, Catch::Contains("Compiling entry function '" + k.entry + "_combine'"));
       CHECK_FALSE(std::regex_search(r.output, std::regex(R"([1-9][0-9]* bytes spill)")));
     }
 }
