@@ -31,6 +31,9 @@ struct Target {
   // tiles and writes fp32 partials; the module adds the combine kernel. Its own module, so the
   // unsplit kernels carry none of this code. The runtime asks for it when a launch splits.
   bool split_kv = false;
+  // The forward over packed sequences of different lengths (FlashAttention's varlen): per-sequence
+  // lengths and token offsets come from cu_seqlens (templates/common/forward_abi.hpp).
+  bool varlen = false;
 };
 
 // A launch's fixed facts, as the runtime needs them.

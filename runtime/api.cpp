@@ -139,10 +139,19 @@ void Kernel::forward(const ForwardArgs& args) const {
   const Impl& k = detail::Access::impl(*this, "forward");
   rt::ForwardLaunch launch;
   rt::pack_forward(*k.spec, args, launch);
-  if (args.batch == 0 || args.seq_q == 0) return;  // an empty output: nothing to write
+  const bool varlen = args.cu_seqlens_q != nullptr;
+  if (args.batch == 0 || args.seq_q == 0 || (varlen && args.max_seqlen_q == 0)) return;  // no output rows
+  // Varlen: the bucket (and its tuning) of the padded batch with the longest sequences.
+  ForwardArgs padded;
+  if (varlen) {
+    padded = args;
+    padded.seq_q = args.max_seqlen_q, padded.seq_kv = args.max_seqlen_kv;
+    padded.cu_seqlens_q = padded.cu_seqlens_kv = nullptr;
+  }
   // This shape bucket's kernel: tuned (tuning cache, or tuned now), heuristic, or the given config.
   // Decode shapes: the packed and/or split form of it (runtime/split_kv.hpp).
-  const rt::ForwardShape shape = rt::shape_forward(*k.dispatch, k.dispatch->select(args), *k.spec, *k.ctx, args);
+  const rt::ForwardShape shape =
+      rt::shape_forward(*k.dispatch, k.dispatch->select(varlen ? padded : args), *k.spec, *k.ctx, args);
   const rt::KernelDispatch::Choice& pick = shape.pick;
   const CompiledKernel& c = *pick.compiled;
   const rt::LoadedModule& loaded = *pick.loaded;
@@ -163,7 +172,9 @@ void Kernel::forward(const ForwardArgs& args) const {
   // Split-KV's fp32 partial O and LSE: stream-ordered, freed after the combine kernel.
   cu::CUdeviceptr partial = 0;
   if (splits > 1) {
-    const int64_t rows = rt::checked_product({splits, args.batch, args.heads_q, args.seq_q}, "forward: the split-KV workspace");
+    // Rows (split, batch, head, position); varlen: (split, head, token) over the packed tokens.
+    const int64_t rows = rt::checked_product({splits, varlen ? 1 : args.batch, args.heads_q, args.seq_q},
+                                             "forward: the split-KV workspace");
     const int64_t bytes = rt::checked_product({rows, k.spec->dsl.head_dim_v + 1, 4}, "forward: the split-KV workspace");
     cu::check(d.cuMemAllocAsync(&partial, size_t(bytes), stream), "cuMemAllocAsync(split-KV partial O and LSE)");
     launch.fixed.num_splits = splits;
@@ -202,9 +213,10 @@ void Kernel::forward(const ForwardArgs& args) const {
   grid_x = static_cast<unsigned>(q_tiles * splits);  // < 2^31: q_tiles < 2^31 / 16 and splits ≤ 128
   launch_on(loaded.function, "cuLaunchKernel(attention forward)");
   if (splits > 1) {
+    // Varlen: the packed tokens as one sequence of batch 1 (o's batch stride is not used).
     const auto rows_x = static_cast<unsigned>((args.seq_q + kCombineRowsPerCta - 1) / kCombineRowsPerCta);
     cu::check(d.cuLaunchKernel(loaded.combine_function, rows_x, static_cast<unsigned>(args.heads_q),
-                               static_cast<unsigned>(args.batch), kCombineThreads, 1, 1, 0, stream,
+                               static_cast<unsigned>(varlen ? 1 : args.batch), kCombineThreads, 1, 1, 0, stream,
                                launch.slots.data(), nullptr),
               "cuLaunchKernel(split-KV combine)");
     cu::check(d.cuMemFreeAsync(partial, stream), "cuMemFreeAsync(split-KV partial O and LSE)");

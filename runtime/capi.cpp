@@ -292,6 +292,10 @@ flashjit::ForwardArgs forward_args(const fj_forward_args& a, const char* fn) {
   f.lse = a.lse;
   if (a.block_map) f.block_map = &a.block_map->map;
   f.num_splits = a.num_splits;
+  f.cu_seqlens_q = a.cu_seqlens_q;
+  f.cu_seqlens_kv = a.cu_seqlens_kv;
+  f.max_seqlen_q = a.max_seqlen_q;
+  f.max_seqlen_kv = a.max_seqlen_kv;
   return f;
 }
 

@@ -42,10 +42,11 @@ class KernelDispatch {
   // A tuning that fails entirely keeps the base kernel, with a warning.
   Choice select(const ForwardArgs& args) const;
   // `c`'s tile config compiled as the forward's decode forms: GQA packing of `group` query heads
-  // per CTA (Target::pack_gqa; 1: none) and split-KV (Target::split_kv); compiled and loaded on
+  // per CTA (Target::pack_gqa; 1: none), split-KV (Target::split_kv) and packed sequences
+  // (Target::varlen); compiled and loaded on
   // first use, then kept. With `may_load` false (the stream is capturing a CUDA graph) a module
   // not loaded yet is not loaded: compiled is null.
-  Choice variant(const Choice& c, int group, bool split, bool may_load) const;
+  Choice variant(const Choice& c, int group, bool split, bool varlen, bool may_load) const;
 
  private:
   struct Loaded;

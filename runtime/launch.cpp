@@ -8,6 +8,7 @@
 
 #include "compiler/dsl/interval.hpp"
 #include "compiler/spec_bridge.hpp"
+#include "templates/fwd/plan.hpp"
 
 namespace flashjit::rt {
 
@@ -65,6 +66,24 @@ int64_t extent_of(const dsl::Extent& d, const ForwardArgs& a) {
   return dsl::extent_size(d, launch_sizes(a));
 }
 
+// Packed sequences (ForwardArgs::cu_seqlens_*): what can be checked without reading the offsets,
+// which live on the device (reading them would synchronise the stream).
+void check_varlen(const AnalyzedSpec& analyzed, const ForwardArgs& a) {
+  if (!a.cu_seqlens_q != !a.cu_seqlens_kv)
+    bad(std::string("varlen needs both cu_seqlens_q and cu_seqlens_kv; ") + (a.cu_seqlens_q ? "cu_seqlens_kv" : "cu_seqlens_q") +
+        " is null");
+  if (reinterpret_cast<uintptr_t>(a.cu_seqlens_q) % 4 != 0 || reinterpret_cast<uintptr_t>(a.cu_seqlens_kv) % 4 != 0)
+    bad("cu_seqlens_q and cu_seqlens_kv must be 4-byte aligned int32 arrays");
+  if (a.max_seqlen_q < 0 || a.max_seqlen_q > a.seq_q)
+    bad("max_seqlen_q is " + std::to_string(a.max_seqlen_q) + "; with varlen it must be in [0, seq_q = " +
+        std::to_string(a.seq_q) + "] (seq_q is the total of the packed query tokens)");
+  if (a.max_seqlen_kv < 0 || a.max_seqlen_kv > a.seq_kv)
+    bad("max_seqlen_kv is " + std::to_string(a.max_seqlen_kv) + "; with varlen it must be in [0, seq_kv = " +
+        std::to_string(a.seq_kv) + "] (seq_kv is the total of the packed key tokens)");
+  if (std::optional<std::string> why = varlen_blocker(analyzed)) bad("varlen (cu_seqlens) is not possible: " + *why);
+  if (a.block_map) bad("block_map cannot be combined with varlen (cu_seqlens)");
+}
+
 std::string names_of(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& n : v) s += (s.empty() ? "" : ", ") + n;
@@ -97,10 +116,13 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
   check_tensor("k", a.k);
   check_tensor("v", a.v);
   check_tensor("o", a.o);
-  check_span("q", a.q, a.batch, a.seq_q, a.heads_q, spec.head_dim_qk);
-  check_span("k", a.k, a.batch, a.seq_kv, a.heads_kv, spec.head_dim_qk);
-  check_span("v", a.v, a.batch, a.seq_kv, a.heads_kv, spec.head_dim_v);
-  check_span("o", a.o, a.batch, a.seq_q, a.heads_q, spec.head_dim_v);
+  const bool varlen = a.cu_seqlens_q || a.cu_seqlens_kv;
+  if (varlen) check_varlen(analyzed, a);
+  const int64_t spans = varlen ? 1 : a.batch;  // packed: one [total, heads, dim] tensor each
+  check_span("q", a.q, spans, a.seq_q, a.heads_q, spec.head_dim_qk);
+  check_span("k", a.k, spans, a.seq_kv, a.heads_kv, spec.head_dim_qk);
+  check_span("v", a.v, spans, a.seq_kv, a.heads_kv, spec.head_dim_v);
+  check_span("o", a.o, spans, a.seq_q, a.heads_q, spec.head_dim_v);
   if (a.lse && reinterpret_cast<uintptr_t>(a.lse) % 4 != 0) bad("lse is not 4-byte aligned");
   if (a.num_splits < 0 || a.num_splits > kMaxSplits)
     bad("num_splits is " + std::to_string(a.num_splits) + "; it must be 0 (automatic), 1 (no split) or 2.." +
@@ -167,15 +189,16 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
 
   // Index ranges: every read of every tensor must stay in its extent for every q,
   // kv, b, h this launch can produce — proved by interval analysis, else the launch is refused.
-  if (a.batch > 0 && a.seq_q > 0 && a.seq_kv > 0) {
+  if (a.batch > 0 && (varlen ? a.max_seqlen_q : a.seq_q) > 0 && (varlen ? a.max_seqlen_kv : a.seq_kv) > 0) {
     dsl::Bounds bd;
     bd.b = {0, a.batch - 1};
     bd.h = {0, a.heads_q - 1};
     bd.h_kv = {0, a.heads_kv - 1};
-    bd.q = {0, a.seq_q - 1};
-    bd.kv = {0, a.seq_kv - 1};
-    bd.seq_q = dsl::IRange::point(a.seq_q);
-    bd.seq_kv = dsl::IRange::point(a.seq_kv);
+    // Varlen: any sequence's positions and lengths up to the longest.
+    bd.q = {0, (varlen ? a.max_seqlen_q : a.seq_q) - 1};
+    bd.kv = {0, (varlen ? a.max_seqlen_kv : a.seq_kv) - 1};
+    bd.seq_q = varlen ? dsl::IRange{0, a.max_seqlen_q} : dsl::IRange::point(a.seq_q);
+    bd.seq_kv = varlen ? dsl::IRange{0, a.max_seqlen_kv} : dsl::IRange::point(a.seq_kv);
     bd.tensors = &spec.tensors;
     for (const auto& v : values) bd.params.emplace_back(v);
     for (const dsl::ExprPtr& e : {spec.mask, spec.score}) {
@@ -199,6 +222,8 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
   p.range_ok = 1;
   p.num_splits = 1;  // Kernel::forward splits the keys when the query side cannot fill the GPU
   p.partial_o = p.partial_lse = nullptr;
+  p.cu_seqlens_q = a.cu_seqlens_q;
+  p.cu_seqlens_kv = a.cu_seqlens_kv;
   if (const dsl::KvRange* range = analyzed.mask ? &analyzed.kv_range : nullptr) {
     dsl::SymbolValues sv;
     sv.seq_q = a.seq_q;

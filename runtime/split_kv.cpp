@@ -43,20 +43,27 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
   f.pick = bucket;
   const TileConfig& c = bucket.compiled->config;
   const int64_t group = args.heads_q / args.heads_kv;
+  // Varlen: a (packed) head's rows and keys are at most the longest sequence's.
+  const bool varlen = args.cu_seqlens_q != nullptr;
+  const int64_t seq_q = varlen ? args.max_seqlen_q : args.seq_q, seq_kv = varlen ? args.max_seqlen_kv : args.seq_kv;
   std::string pack_note;
-  if (group > 1 && args.seq_q * group <= INT32_MAX && pack_gqa_pays(args.seq_q, group, c.block_m)) {
+  if (group > 1 && seq_q * group <= INT32_MAX && pack_gqa_pays(seq_q, group, c.block_m)) {
     if (std::optional<std::string> why = gqa_packing_blocker(spec)) pack_note = ", no GQA packing: " + *why;
     else f.group = int(group);
   }
   f.heads_y = f.group > 1 ? args.heads_kv : args.heads_q;
-  f.q_tiles = (args.seq_q * f.group + c.block_m - 1) / c.block_m;
+  f.q_tiles = (seq_q * f.group + c.block_m - 1) / c.block_m;
   f.splits = args.num_splits != 0 ? args.num_splits
-                                  : auto_splits({f.q_tiles * f.heads_y * args.batch, (args.seq_kv + c.block_n - 1) / c.block_n,
+                                  : auto_splits({f.q_tiles * f.heads_y * args.batch, (seq_kv + c.block_n - 1) / c.block_n,
                                                  ctx.info.sm_count, bucket.loaded->ctas_per_sm});
-  if (f.group > 1 || f.splits > 1) {
-    KernelDispatch::Choice v = dispatch.variant(bucket, f.group, f.splits > 1, !stream_capturing(ctx, args.stream));
+  if (f.group > 1 || f.splits > 1 || varlen) {
+    KernelDispatch::Choice v = dispatch.variant(bucket, f.group, f.splits > 1, varlen, !stream_capturing(ctx, args.stream));
     if (v.compiled) {
       f.pick = v;
+    } else if (varlen) {
+      throw Error(ErrorKind::usage, "forward: the varlen kernel of bucket config " + c.str() +
+                                        " is not loaded yet and the stream is capturing a CUDA graph (loading it would "
+                                        "break the capture); run one varlen call of these sizes before capturing");
     } else {
       log::warn("forward: the " + std::string(f.group > 1 ? "GQA-packed" : "split-KV") + " kernel of bucket config " +
                 c.str() + " is not loaded yet and the stream is capturing a CUDA graph: this launch runs the unsplit, "
@@ -69,7 +76,7 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
   }
   const char* why = args.num_splits == 0 ? " (automatic)" : " (given)";
   f.note = ", " + (f.splits > 1 ? "split-KV into " + std::to_string(f.splits) + why : std::string("no split") + why) +
-           (f.group > 1 ? ", GQA packing " + std::to_string(f.group) : pack_note);
+           (f.group > 1 ? ", GQA packing " + std::to_string(f.group) : pack_note) + (varlen ? ", varlen" : "");
   return f;
 }
 

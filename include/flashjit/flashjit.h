@@ -141,6 +141,9 @@ typedef struct fj_forward_args {
                                                 and tensor contents, or NULL = rebuild per call */
   int num_splits;                            /* split-KV: 0 = automatic, 1 = never, 2..128 = split
                                                 each row's keys into this many pieces */
+  const int32_t* cu_seqlens_q;               /* varlen: batch + 1 token offsets (int32, device) of */
+  const int32_t* cu_seqlens_kv;              /* q/o and of k/v, or both NULL (flashjit.hpp's     */
+  int64_t max_seqlen_q, max_seqlen_kv;       /* ForwardArgs says how packed sequences are laid out) */
 } fj_forward_args;
 
 /* Checks shapes, strides and alignment (FJ_ERR_USAGE naming the argument), then launches

@@ -230,6 +230,17 @@ struct ForwardArgs : ProblemShape {
   // to rounding. 0: automatic, from the SM count, the kernel's occupancy and the key tiles
   // (FlashAttention-2's rule); 1: never split; 2..128: exactly this many.
   int num_splits = 0;
+  // Varlen (packed sequences, FlashAttention's varlen API): `batch` sequences of different lengths
+  // packed along q/o's and k/v's seq dimension, no padding. Sequence b is tokens
+  // [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q and o and [cu_seqlens_kv[b], cu_seqlens_kv[b + 1])
+  // of k and v: int32 device arrays of batch + 1 non-decreasing offsets from 0. seq_q and seq_kv are
+  // then the total tokens (the tensors' lengths), stride[0] is not used, max_seqlen_q/kv bound the
+  // longest sequence (they size the grid) and lse is [heads_q, seq_q]. The DSL's q, kv, seq_q and
+  // seq_kv are positions and lengths within each sequence. Both null: every sequence is seq_q ×
+  // seq_kv. Masks that need a block map, and spec tensors sized by seq_q or seq_kv, are refused.
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_kv = nullptr;
+  int64_t max_seqlen_q = 0, max_seqlen_kv = 0;
 };
 
 // The gradients of a forward call (FlashAttention-2's backward: P recomputed from the forward's

@@ -55,7 +55,9 @@ class ForwardArgs(ctypes.Structure):
                 ("buffers", ctypes.POINTER(Buffer)), ("num_buffers", ctypes.c_int),
                 ("stream", ctypes.c_void_p),
                 ("block_map", ctypes.c_void_p),
-                ("num_splits", ctypes.c_int)]
+                ("num_splits", ctypes.c_int),
+                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_kv", ctypes.c_void_p),
+                ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_kv", ctypes.c_int64)]
 
 
 class BackwardArgs(ctypes.Structure):

@@ -25,6 +25,11 @@ struct ForwardParams {
   int32_t num_splits;  // 1: no split, o and lse are written directly
   float* partial_o;    // [num_splits, batch, heads_q, seq_q, d_v]
   float* partial_lse;  // [num_splits, batch, heads_q, seq_q], natural log
+  // Varlen (packed sequences, Target::varlen): sequence b is tokens [cu[b], cu[b + 1]) of q/o
+  // (cu_seqlens_q) and of k/v (cu_seqlens_kv); seq_q and seq_kv are then the total tokens, the batch
+  // stride is not used, lse is [heads_q, seq_q] and the partials' rows are (split, head, token).
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_kv;
 };
 // The combine kernel: one warp per query row; grid x = ceil(seq_q / kCombineRowsPerCta), y = query
 // heads, z = batch. At most kMaxSplits splits (FlashAttention-2's cap, flash_api.cpp).
@@ -46,7 +51,7 @@ enum ForwardParam : int {
   kParamStrides,               // 12 × i64: q(b,s,h), k(b,s,h), v(b,s,h), o(b,s,h)
   kParamSeqQ = kParamStrides + 12,
   kParamSeqKv, kParamGroup, kParamScaleLog2, kParamRangeOk,
-  kParamSplits, kParamPartialO, kParamPartialLse,
+  kParamSplits, kParamPartialO, kParamPartialLse, kParamCuSeqlensQ, kParamCuSeqlensKv,
   kParamCount
 };
 
@@ -68,6 +73,8 @@ inline void forward_param_slots(ForwardParams& p, void* slots[kParamCount]) {
   slots[kParamSplits] = &p.num_splits;
   slots[kParamPartialO] = &p.partial_o;
   slots[kParamPartialLse] = &p.partial_lse;
+  slots[kParamCuSeqlensQ] = &p.cu_seqlens_q;
+  slots[kParamCuSeqlensKv] = &p.cu_seqlens_kv;
 }
 
 }  // namespace flashjit

@@ -92,9 +92,12 @@ class ForwardKernel {
   const int BM, BN, S, NT, OT;  // tile rows, keys, stages; 8-column n-tiles of S and of O
   const int G;                  // query heads packed per CTA (Target::pack_gqa), 1: none
   const bool SPLIT;             // split-KV (Target::split_kv): one run of the key tiles, partials out
+  const bool VARLEN;            // packed sequences (Target::varlen): lengths and offsets from cu_seqlens
   Value* strides_[4][3];
   Value *seq_q_, *seq_kv_, *scale_log2_;
   Value* rows_;                  // packed rows: seq_q · G
+  Value* q0_ = nullptr;          // varlen: this sequence's first token in q/o and in k/v
+  Value* kv0_ = nullptr;
   Value *q_first_, *q_final_;    // the query positions of this CTA's first and last rows
   Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *split_, *head_, *batch_, *head_kv_;
   Value *q_base_, *k_base_, *v_base_, *smem_, *q_start_, *q_last_;
@@ -120,7 +123,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       NT(BN / 8),
       OT((spec_.head_dim_v + 7) / 8),
       G(plan.target.pack_gqa),
-      SPLIT(plan.target.split_kv) {
+      SPLIT(plan.target.split_kv),
+      VARLEN(plan.target.varlen) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -134,13 +138,32 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   lane_ = B.CreateAnd(tid_, e_.c32(31));
   g_ = B.CreateLShr(lane_, 2);             // fragment row (and row + 8)
   t4_ = B.CreateAnd(lane_, e_.c32(3));     // fragment column pair
-  // Grid x = split · q_tiles + query tile (templates/common/forward_abi.hpp).
+  batch_ = tile::block_id(e_, 2);
+  if (VARLEN) {  // sequence b: tokens [cu[b], cu[b + 1])
+    auto at = [&](int param, Value* i) {
+      return B.CreateAlignedLoad(e_.i32(), B.CreateGEP(e_.i32(), arg(param), i), llvm::Align(4));
+    };
+    Value* next = B.CreateAdd(batch_, e_.c32(1));
+    q0_ = at(kParamCuSeqlensQ, batch_);
+    kv0_ = at(kParamCuSeqlensKv, batch_);
+    seq_q_ = B.CreateSub(at(kParamCuSeqlensQ, next), q0_);
+    seq_kv_ = B.CreateSub(at(kParamCuSeqlensKv, next), kv0_);
+  }
+  // Grid x = split · q_tiles + query tile (templates/common/forward_abi.hpp); q_tiles from the
+  // grid, since a varlen sequence may be shorter than the longest one the grid is sized for.
   rows_ = G > 1 ? B.CreateMul(seq_q_, e_.c32(G)) : seq_q_;
-  Value* q_tiles = B.CreateUDiv(B.CreateAdd(rows_, e_.c32(BM - 1)), e_.c32(BM));
   Value* x = tile::block_id(e_, 0);
+  Value* q_tiles = SPLIT ? B.CreateUDiv(tile::grid_dim(e_, 0), arg(kParamSplits)) : nullptr;
   split_ = SPLIT ? B.CreateUDiv(x, q_tiles) : nullptr;
   q_tile_ = SPLIT ? B.CreateSub(x, B.CreateMul(split_, q_tiles)) : x;
-  batch_ = tile::block_id(e_, 2);
+  if (VARLEN) {  // tiles past this sequence's rows: nothing to do (before any barrier)
+    llvm::BasicBlock* work = llvm::BasicBlock::Create(e_.ctx, "work", fn_);
+    llvm::BasicBlock* idle = llvm::BasicBlock::Create(e_.ctx, "idle", fn_);
+    B.CreateCondBr(B.CreateICmpSGE(B.CreateMul(q_tile_, e_.c32(BM)), rows_), idle, work);
+    B.SetInsertPoint(idle);
+    B.CreateRetVoid();
+    B.SetInsertPoint(work);
+  }
   if (G > 1) {
     head_kv_ = tile::block_id(e_, 1);          // grid y = K/V heads; the CTA serves all G of its group
     head_ = B.CreateMul(head_kv_, e_.c32(G));  // the group's first query head
@@ -150,7 +173,9 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   }
 
   auto base = [&](int param, int t, Value* h) {
-    return B.CreateGEP(B.getInt16Ty(), arg(param), slice_offset(e_, strides_[t], batch_, e_.c32(0), h));
+    Value* off = VARLEN ? slice_offset(e_, strides_[t], e_.c32(0), t == 0 ? q0_ : kv0_, h)
+                        : slice_offset(e_, strides_[t], batch_, e_.c32(0), h);
+    return B.CreateGEP(B.getInt16Ty(), arg(param), off);
   };
   q_base_ = base(kParamQ, 0, head_);
   k_base_ = base(kParamK, 1, head_kv_);
@@ -167,6 +192,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   q_final_ = query_of(q_last_);
   ex_ = expr_inputs(e_, *plan.spec, batch_, head_, head_kv_,
                     G > 1 ? B.CreateMul(tile::grid_dim(e_, 1), e_.c32(G)) : nullptr);
+  ex_.seq_q = seq_q_;  // this sequence's lengths (varlen); the launch's otherwise
+  ex_.seq_kv = seq_kv_;
   find_key_tiles();
   multiplier_ = plan.spec->score ? e_.cf(1.f) : scale_log2_;
 }
@@ -352,7 +379,8 @@ void ForwardKernel::store_output() {
   auto& B = e_.b;
   Value* lse_ptr = arg(kParamLse);
   Value* o_base = B.CreateGEP(B.getInt16Ty(), arg(kParamO),  // here, not before the loop: nothing stays live across it
-                              slice_offset(e_, strides_[3], batch_, e_.c32(0), head_));
+                              VARLEN ? slice_offset(e_, strides_[3], e_.c32(0), q0_, head_)
+                                     : slice_offset(e_, strides_[3], batch_, e_.c32(0), head_));
   for (size_t mt = 0; mt < o_.vars.size(); ++mt)
     for (int r = 0; r < 2; ++r) {
       Value* row = row_of(int(mt), 2 * r);
@@ -366,11 +394,15 @@ void ForwardKernel::store_output() {
                                          tile::log2_fast(e_, lsum));
           return B.CreateSelect(any, B.CreateFMul(log2_sum, e_.cf(static_cast<float>(M_LN2))), e_.neg_inf());
         };
-        // Row index ((b·H + h)·S + q) of [batch, heads_q, seq_q] with H = gridDim.y.
+        // Row index ((b·H + h)·S + q) of [batch, heads_q, seq_q]; varlen: (h·T + cu[b] + q) of
+        // [heads_q, total tokens T].
         auto row_index = [&] {
-          Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(batch_, e_.i64()), B.CreateZExt(ex_.heads_q, e_.i64())),
+          Value* b = VARLEN ? e_.c32(0) : batch_;
+          Value* len = VARLEN ? arg(kParamSeqQ) : seq_q_;
+          Value* q = VARLEN ? B.CreateAdd(q0_, query_of(row)) : query_of(row);
+          Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(b, e_.i64()), B.CreateZExt(ex_.heads_q, e_.i64())),
                                    B.CreateZExt(head_of(row), e_.i64()));
-          return B.CreateAdd(B.CreateMul(idx, B.CreateSExt(seq_q_, e_.i64())), B.CreateSExt(query_of(row), e_.i64()));
+          return B.CreateAdd(B.CreateMul(idx, B.CreateSExt(len, e_.i64())), B.CreateSExt(q, e_.i64()));
         };
         if (SPLIT) return store_partial(mt, r, row_index(), inv, natural_lse);
         Value* row_ptr =
@@ -394,8 +426,10 @@ void ForwardKernel::store_output() {
 // (layouts in templates/common/forward_abi.hpp).
 void ForwardKernel::store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse) {
   auto& B = e_.b;
-  Value* rows = B.CreateMul(B.CreateMul(B.CreateZExt(tile::grid_dim(e_, 2), e_.i64()), B.CreateZExt(ex_.heads_q, e_.i64())),
-                            B.CreateSExt(seq_q_, e_.i64()));
+  Value* rows = VARLEN ? B.CreateMul(B.CreateZExt(ex_.heads_q, e_.i64()), B.CreateSExt(arg(kParamSeqQ), e_.i64()))
+                      : B.CreateMul(B.CreateMul(B.CreateZExt(tile::grid_dim(e_, 2), e_.i64()),
+                                                B.CreateZExt(ex_.heads_q, e_.i64())),
+                                    B.CreateSExt(seq_q_, e_.i64()));
   Value* at = B.CreateAdd(B.CreateMul(B.CreateZExt(split_, e_.i64()), rows), row_index);
   Value* o_row = B.CreateGEP(e_.f32(), arg(kParamPartialO), B.CreateMul(at, e_.c64(spec_.head_dim_v)));
   for (int ot = 0; ot < OT; ++ot) {

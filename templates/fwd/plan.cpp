@@ -132,12 +132,23 @@ std::optional<std::string> gqa_packing_blocker(const AnalyzedSpec& spec) {
   return std::nullopt;
 }
 
+std::optional<std::string> varlen_blocker(const AnalyzedSpec& spec) {
+  for (const dsl::TensorDecl& t : spec.dsl.tensors)
+    for (const dsl::Extent& d : t.dims)
+      if (d.kind == dsl::Extent::Kind::SeqQ || d.kind == dsl::Extent::Kind::SeqKv)
+        return "tensor '" + t.name + "' has a seq_q or seq_kv extent, which differs per packed sequence";
+  if (spec.block_map.needed) return std::string("the mask needs a block map (it reads tensors)");
+  return std::nullopt;
+}
+
 ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const Target& target) {
   if (std::optional<std::string> why = check_forward_shape(c)) reject(c, *why);
   if (target.pack_gqa < 1) reject(c, "pack_gqa must be >= 1");
   if (target.pack_gqa > 1)
     if (std::optional<std::string> why = gqa_packing_blocker(*spec))
       reject(c, "GQA packing is not possible: " + *why);
+  if (target.varlen)
+    if (std::optional<std::string> why = varlen_blocker(*spec)) reject(c, "varlen is not possible: " + *why);
   ForwardPlan p;
   p.spec = spec;
   p.config = c;
@@ -179,6 +190,7 @@ std::string ForwardPlan::describe() const {
   if (has_map()) o << " +blockmap";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << " +split";
+  if (target.varlen) o << " +varlen";
   o << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";
   return o.str();
 }

@@ -61,6 +61,10 @@ TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std
 // and the block map (masks that read tensors) lists key tiles per one head's query tile.
 std::optional<std::string> gqa_packing_blocker(const AnalyzedSpec& spec);
 
+// Why this spec's forward cannot run over packed sequences (varlen), or nothing: a spec tensor
+// sized by seq_q or seq_kv has no single size, and the block map is laid out per padded batch.
+std::optional<std::string> varlen_blocker(const AnalyzedSpec& spec);
+
 // The template's structural rule: why `config` is not a tile shape it builds, or nothing.
 std::optional<std::string> check_forward_shape(const TileConfig& config);
 

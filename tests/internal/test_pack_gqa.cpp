@@ -25,11 +25,13 @@ AttentionSpec spec_of(int d, const std::string& mask, const std::string& score =
   return s;
 }
 
-PlannedKernel plan_packed(const AttentionSpec& s, int group, const std::string& arch = "sm_90a", bool split = false) {
+PlannedKernel plan_packed(const AttentionSpec& s, int group, const std::string& arch = "sm_90a", bool split = false,
+                          bool varlen = false) {
   KernelRequest r;
   r.target.arch = arch;
   r.target.pack_gqa = group;
   r.target.split_kv = split;
+  r.target.varlen = varlen;
   return plan_kernel(analyze_spec(s), r);
 }
 
@@ -94,7 +96,8 @@ TEST_CASE("pack_gqa: the runtime packs when the packed tiles are fuller (FlashAt
   CHECK_FALSE(rt::pack_gqa_pays(0, 8, 64));
 }
 
-TEST_CASE("pack_gqa: the packed and split forwards assemble without spills on sm_90a and sm_80", "[pack_gqa][ptxas]") {
+TEST_CASE("pack_gqa: the packed, split and varlen forwards assemble without spills on sm_90a and sm_80",
+          "[pack_gqa][ptxas]") {
   const std::string tool = ptxas();
   if (tool.empty()) SKIP_TEST("ptxas not found: the packed PTX was produced but not assembled");
   test::TempDir dir;
@@ -106,14 +109,15 @@ TEST_CASE("pack_gqa: the packed and split forwards assemble without spills on sm
       {spec_of(128, "causal_br"), 1}};
   for (const auto& [spec, group] : cases)
     for (const char* arch : {"sm_90a", "sm_80"})
-      for (bool split : {false, true}) {
+      for (int form = 0; form < 3; ++form) {  // packed; packed and split; packed, split and varlen
+      const bool split = form > 0;
       StageOptions stages;
       stages.keep_llvm_ir = false;
-      const CompiledKernel k = compile_planned(plan_packed(spec, group, arch, split), stages);
+      const CompiledKernel k = compile_planned(plan_packed(spec, group, arch, split, form == 2), stages);
       const std::string path = dir.path + "/k.ptx";
       std::ofstream(path) << k.ptx;
       const test::Command r = test::run_command("'" + tool + "' -v -arch=" + arch + " -o " + path + ".cubin " + path);
-      INFO(arch << " d=" << spec.head_dim_qk << " " << spec.mask << " group " << group << " split " << split << "\n"
+      INFO(arch << " d=" << spec.head_dim_qk << " " << spec.mask << " group " << group << " form " << form << "\n"
                 << r.output);
       REQUIRE(r.code == 0);
       CHECK_THAT(r.output, Catch::Contains("Compiling entry function '" + k.entry + "'"));
