@@ -26,6 +26,8 @@ runs=(
   "examples/basic/bf16_d128.yaml --seq 4096 --batch 4"
   "examples/specs/sliding_window.yaml --seq 4096 --batch 4"
   "examples/specs/document_mask.yaml --seq 4096 --batch 4"
+  "--seq-q 1 --seq-kv 32768 --heads 32 --heads-kv 8 --batch 1 --mask causal_br"   # decode: GQA packing, split-KV
+  "--varlen 1:4096,17,300:500,0:9 --heads 8 --heads-kv 2 --mask causal_br"          # packed sequences
 )
 for r in "${runs[@]}"; do
   echo "=== flashjit run $r" >> "$R"

@@ -289,3 +289,18 @@ TEST_CASE("cli: a write error on stdout fails every command with a message (exit
              Catch::Contains("flashjit: cannot write to standard output: " + std::string(std::strerror(ENOSPC))));
   REQUIRE(is_char_device("/dev/full", &st));
 }
+
+TEST_CASE("cli: run --varlen and --splits refuse what they cannot take, naming it", "[cli][varlen]") {
+  auto bad = test::run_command(kCli + " run --varlen 1:4096,x:3");
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("'x' is not a length") && Catch::Contains("Q or Q:KV"));
+  auto neg = test::run_command(kCli + " run --varlen 5,-1");
+  CHECK(neg.code == 2);
+  CHECK_THAT(neg.output, Catch::Contains("'-1' is not a length"));
+  auto both = test::run_command(kCli + " run --varlen 3,4 --backward");
+  CHECK(both.code == 2);
+  CHECK_THAT(both.output, Catch::Contains("--varlen runs one forward"));
+  auto splits = test::run_command(kCli + " run --splits 129");
+  CHECK(splits.code == 2);
+  CHECK_THAT(splits.output, Catch::Contains("--splits"));
+}

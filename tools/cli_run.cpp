@@ -10,6 +10,7 @@
 #include "flashjit/reference.hpp"
 #include "tools/cli.hpp"
 #include "tools/cli_json.hpp"
+#include "tools/cli_run_varlen.hpp"
 #include "tools/cli_spec_flags.hpp"
 
 namespace flashjit::cli {
@@ -29,6 +30,7 @@ struct RunArgs {
   std::string backward_config;  // "" → the backward's heuristic
   bool json = false;
   int splits = 0;  // ForwardArgs::num_splits
+  std::string varlen;  // "Q[:KV],...": packed sequences (tools/cli_run_varlen.hpp)
   SpecFlags flags;
 };
 
@@ -267,12 +269,22 @@ int run(const RunArgs& a) {
   if (a.configs.empty()) configs.push_back(std::nullopt);
   for (const TileConfig& t : a.configs.empty() ? std::vector<TileConfig>{} : parse_tile_configs(a.configs))
     configs.push_back(t);
+  if (!a.varlen.empty() && (a.backward || a.json || configs.size() > 1))
+    throw Error(ErrorKind::usage, "--varlen runs one forward: it cannot be combined with --backward, --json or several --config");
   std::optional<Runtime> rt;
   try {
     rt = Runtime::create(a.device);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::no_gpu) throw;
     return compile_only(spec, e, a.backward, a.json);
+  }
+  if (!a.varlen.empty()) {
+    VarlenRun v;
+    parse_varlen_lengths(a.varlen, v.q, v.kv);
+    v.heads_q = p.heads_q, v.heads_kv = p.heads_kv;
+    v.seed = static_cast<uint64_t>(a.seed), v.splits = a.splits, v.reps = a.reps, v.verify = !a.no_verify;
+    v.options.config = configs.front();
+    return run_varlen(*rt, spec, v);
   }
   fill_inputs(p, static_cast<uint64_t>(a.seed));
   DeviceProblem d;
@@ -350,6 +362,14 @@ Command add_run(CLI::App& app) {
       ->type_name("N")
       ->check(integer_in(0, 128))
       ->capture_default_str();
+  sub->add_option("--varlen", a->varlen,
+                  "packed sequences (cu_seqlens), lengths Q or Q:KV per sequence, e.g. 1:4096,1:100,17 "
+                  "(--batch, --seq, --seq-q and --seq-kv are then not used)")
+      ->type_name("LENGTHS")
+      ->check(parsed_by([](const std::string& s) {
+        std::vector<int64_t> q, kv;
+        parse_varlen_lengths(s, q, kv);
+      }));
   sub->add_flag("--no-verify", a->no_verify, "skip the check against the fp64 reference");
   sub->add_flag("--backward", a->backward,
                 "also run the backward (dQ, dK, dV for a random dO), verify it against the fp64 reference "
