@@ -34,6 +34,9 @@ struct Target {
   // The forward over packed sequences of different lengths (FlashAttention's varlen): per-sequence
   // lengths and token offsets come from cu_seqlens (templates/common/forward_abi.hpp).
   bool varlen = false;
+  // The forward over a paged K/V cache (vLLM's PagedAttention layout): K/V rows found through a
+  // block table, per-sequence key counts from seqused_kv (templates/common/forward_abi.hpp).
+  bool paged = false;
 };
 
 // A launch's fixed facts, as the runtime needs them.

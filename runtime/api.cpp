@@ -141,17 +141,19 @@ void Kernel::forward(const ForwardArgs& args) const {
   rt::pack_forward(*k.spec, args, launch);
   const bool varlen = args.cu_seqlens_q != nullptr;
   if (args.batch == 0 || args.seq_q == 0 || (varlen && args.max_seqlen_q == 0)) return;  // no output rows
-  // Varlen: the bucket (and its tuning) of the padded batch with the longest sequences.
+  // Varlen and paged: the bucket (and its tuning) of the padded batch of the longest sequences.
   ForwardArgs padded;
-  if (varlen) {
+  const bool plain = !varlen && !args.block_table;
+  if (!plain) {
     padded = args;
-    padded.seq_q = args.max_seqlen_q, padded.seq_kv = args.max_seqlen_kv;
-    padded.cu_seqlens_q = padded.cu_seqlens_kv = nullptr;
+    if (varlen) padded.seq_q = args.max_seqlen_q, padded.seq_kv = args.max_seqlen_kv;
+    padded.cu_seqlens_q = padded.cu_seqlens_kv = padded.block_table = padded.seqused_kv = nullptr;
+    padded.page_size = padded.max_pages_per_seq = 0;
   }
   // This shape bucket's kernel: tuned (tuning cache, or tuned now), heuristic, or the given config.
   // Decode shapes: the packed and/or split form of it (runtime/split_kv.hpp).
   const rt::ForwardShape shape =
-      rt::shape_forward(*k.dispatch, k.dispatch->select(varlen ? padded : args), *k.spec, *k.ctx, args);
+      rt::shape_forward(*k.dispatch, k.dispatch->select(plain ? args : padded), *k.spec, *k.ctx, args);
   const rt::KernelDispatch::Choice& pick = shape.pick;
   const CompiledKernel& c = *pick.compiled;
   const rt::LoadedModule& loaded = *pick.loaded;

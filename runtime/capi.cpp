@@ -296,6 +296,10 @@ flashjit::ForwardArgs forward_args(const fj_forward_args& a, const char* fn) {
   f.cu_seqlens_kv = a.cu_seqlens_kv;
   f.max_seqlen_q = a.max_seqlen_q;
   f.max_seqlen_kv = a.max_seqlen_kv;
+  f.block_table = a.block_table;
+  f.page_size = a.page_size;
+  f.max_pages_per_seq = a.max_pages_per_seq;
+  f.seqused_kv = a.seqused_kv;
   return f;
 }
 

@@ -52,9 +52,9 @@ KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
   return choose(args, key);
 }
 
-KernelDispatch::Choice KernelDispatch::variant(const Choice& c, int group, bool split, bool varlen, bool may_load) const {
-  const std::string name =
-      c.compiled->config.str() + "+gqa" + std::to_string(group) + (split ? "+split" : "") + (varlen ? "+varlen" : "");
+KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form, bool may_load) const {
+  const std::string name = c.compiled->config.str() + "+gqa" + std::to_string(form.group) + (form.split ? "+split" : "") +
+                           (form.varlen ? "+varlen" : "") + (form.paged ? "+paged" : "");
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     if (auto it = modules_.find(name); it != modules_.end()) return {&it->second->m.compiled, &it->second->m.loaded, c.why};
@@ -67,9 +67,10 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, int group, bool 
   }
   KernelRequest request;
   request.target = source_.target;
-  request.target.pack_gqa = group;
-  request.target.split_kv = split;
-  request.target.varlen = varlen;
+  request.target.pack_gqa = form.group;
+  request.target.split_kv = form.split;
+  request.target.varlen = form.varlen;
+  request.target.paged = form.paged;
   request.config = c.compiled->config;
   auto l = std::make_unique<Loaded>();
   l->ctx = ctx_;

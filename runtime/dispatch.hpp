@@ -46,7 +46,13 @@ class KernelDispatch {
   // (Target::varlen); compiled and loaded on
   // first use, then kept. With `may_load` false (the stream is capturing a CUDA graph) a module
   // not loaded yet is not loaded: compiled is null.
-  Choice variant(const Choice& c, int group, bool split, bool varlen, bool may_load) const;
+  struct Form {
+    int group = 1;        // Target::pack_gqa
+    bool split = false;   // Target::split_kv
+    bool varlen = false;  // Target::varlen
+    bool paged = false;   // Target::paged
+  };
+  Choice variant(const Choice& c, const Form& form, bool may_load) const;
 
  private:
   struct Loaded;

@@ -84,6 +84,28 @@ void check_varlen(const AnalyzedSpec& analyzed, const ForwardArgs& a) {
   if (a.block_map) bad("block_map cannot be combined with varlen (cu_seqlens)");
 }
 
+// A paged K/V cache (ForwardArgs::block_table): what the host can check (the table and the
+// per-sequence counts live on the device).
+void check_paged(const AnalyzedSpec& analyzed, const ForwardArgs& a) {
+  if (!a.block_table) {
+    if (a.page_size || a.max_pages_per_seq || a.seqused_kv)
+      bad("page_size, max_pages_per_seq and seqused_kv need block_table (a paged K/V cache); block_table is null");
+    return;
+  }
+  if (a.page_size <= 0 || a.page_size % 16 != 0 || a.page_size > (1 << 20))
+    bad("page_size is " + std::to_string(a.page_size) + "; it must be a positive multiple of 16 (at most 2^20)");
+  if (a.max_pages_per_seq <= 0 || a.max_pages_per_seq > std::numeric_limits<int32_t>::max())
+    bad("max_pages_per_seq is " + std::to_string(a.max_pages_per_seq) + "; it must be in [1, 2^31 - 1]");
+  if (a.seq_kv > a.max_pages_per_seq * a.page_size)
+    bad("seq_kv " + std::to_string(a.seq_kv) + " exceeds max_pages_per_seq * page_size = " +
+        std::to_string(a.max_pages_per_seq * a.page_size) + " keys a sequence's pages can hold");
+  if (reinterpret_cast<uintptr_t>(a.block_table) % 4 != 0 || reinterpret_cast<uintptr_t>(a.seqused_kv) % 4 != 0)
+    bad("block_table and seqused_kv must be 4-byte aligned int32 arrays");
+  if (a.cu_seqlens_q || a.cu_seqlens_kv) bad("a paged K/V cache (block_table) with varlen (cu_seqlens) is not supported yet");
+  if (std::optional<std::string> why = varlen_blocker(analyzed)) bad("a paged K/V cache is not possible: " + *why);
+  if (a.block_map) bad("block_map cannot be combined with a paged K/V cache");
+}
+
 std::string names_of(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& n : v) s += (s.empty() ? "" : ", ") + n;
@@ -117,11 +139,14 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
   check_tensor("v", a.v);
   check_tensor("o", a.o);
   const bool varlen = a.cu_seqlens_q || a.cu_seqlens_kv;
+  check_paged(analyzed, a);
   if (varlen) check_varlen(analyzed, a);
   const int64_t spans = varlen ? 1 : a.batch;  // packed: one [total, heads, dim] tensor each
   check_span("q", a.q, spans, a.seq_q, a.heads_q, spec.head_dim_qk);
-  check_span("k", a.k, spans, a.seq_kv, a.heads_kv, spec.head_dim_qk);
-  check_span("v", a.v, spans, a.seq_kv, a.heads_kv, spec.head_dim_v);
+  if (!a.block_table) {  // a page pool's page count is not known here (nor its table's ids)
+    check_span("k", a.k, spans, a.seq_kv, a.heads_kv, spec.head_dim_qk);
+    check_span("v", a.v, spans, a.seq_kv, a.heads_kv, spec.head_dim_v);
+  }
   check_span("o", a.o, spans, a.seq_q, a.heads_q, spec.head_dim_v);
   if (a.lse && reinterpret_cast<uintptr_t>(a.lse) % 4 != 0) bad("lse is not 4-byte aligned");
   if (a.num_splits < 0 || a.num_splits > kMaxSplits)
@@ -224,6 +249,10 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
   p.partial_o = p.partial_lse = nullptr;
   p.cu_seqlens_q = a.cu_seqlens_q;
   p.cu_seqlens_kv = a.cu_seqlens_kv;
+  p.block_table = a.block_table;
+  p.page_size = static_cast<int32_t>(a.page_size);
+  p.pages_per_seq = static_cast<int32_t>(a.max_pages_per_seq);
+  p.seqused_kv = a.seqused_kv;
   if (const dsl::KvRange* range = analyzed.mask ? &analyzed.kv_range : nullptr) {
     dsl::SymbolValues sv;
     sv.seq_q = a.seq_q;

@@ -56,14 +56,17 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
   f.splits = args.num_splits != 0 ? args.num_splits
                                   : auto_splits({f.q_tiles * f.heads_y * args.batch, (seq_kv + c.block_n - 1) / c.block_n,
                                                  ctx.info.sm_count, bucket.loaded->ctas_per_sm});
-  if (f.group > 1 || f.splits > 1 || varlen) {
-    KernelDispatch::Choice v = dispatch.variant(bucket, f.group, f.splits > 1, varlen, !stream_capturing(ctx, args.stream));
+  const bool paged = args.block_table != nullptr;
+  if (f.group > 1 || f.splits > 1 || varlen || paged) {
+    KernelDispatch::Choice v =
+        dispatch.variant(bucket, {f.group, f.splits > 1, varlen, paged}, !stream_capturing(ctx, args.stream));
     if (v.compiled) {
       f.pick = v;
-    } else if (varlen) {
-      throw Error(ErrorKind::usage, "forward: the varlen kernel of bucket config " + c.str() +
+    } else if (varlen || paged) {
+      throw Error(ErrorKind::usage, std::string("forward: the ") + (varlen ? "varlen" : "paged") +
+                                        " kernel of bucket config " + c.str() +
                                         " is not loaded yet and the stream is capturing a CUDA graph (loading it would "
-                                        "break the capture); run one varlen call of these sizes before capturing");
+                                        "break the capture); run one such call of these sizes before capturing");
     } else {
       log::warn("forward: the " + std::string(f.group > 1 ? "GQA-packed" : "split-KV") + " kernel of bucket config " +
                 c.str() + " is not loaded yet and the stream is capturing a CUDA graph: this launch runs the unsplit, "
@@ -76,7 +79,7 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
   }
   const char* why = args.num_splits == 0 ? " (automatic)" : " (given)";
   f.note = ", " + (f.splits > 1 ? "split-KV into " + std::to_string(f.splits) + why : std::string("no split") + why) +
-           (f.group > 1 ? ", GQA packing " + std::to_string(f.group) : pack_note) + (varlen ? ", varlen" : "");
+           (f.group > 1 ? ", GQA packing " + std::to_string(f.group) : pack_note) + (varlen ? ", varlen" : "") + (paged ? ", paged K/V" : "");
   return f;
 }
 

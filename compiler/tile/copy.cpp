@@ -35,6 +35,18 @@ void copy_ragged(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, 
 
 Value* row_offset(Emitter& e, const GlobalRows& src, Value* row) {
   auto& B = e.b;
+  if (src.page_table) {
+    // Rows past the end are never read, but their table entry is: clamp to the last row so the
+    // lookup stays inside the sequence's row of the table.
+    Value* r = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax,
+                                       B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, row, B.CreateSub(src.end, e.c32(1))),
+                                       e.c32(0));
+    Value* slot = B.CreateUDiv(r, src.page_size);
+    Value* page = B.CreateAlignedLoad(e.i32(), B.CreateGEP(e.i32(), src.page_table, slot), llvm::Align(4));
+    Value* within = B.CreateSub(r, B.CreateMul(slot, src.page_size));
+    return B.CreateAdd(B.CreateMul(B.CreateSExt(page, e.i64()), src.page_stride),
+                       B.CreateMul(B.CreateZExt(within, e.i64()), src.row_stride));
+  }
   if (src.group == 1) return B.CreateMul(B.CreateSExt(row, e.i64()), src.row_stride);
   Value* pos = B.CreateUDiv(row, e.c32(src.group));
   Value* head = B.CreateURem(row, e.c32(src.group));
@@ -68,7 +80,7 @@ void copy_rows(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, in
     Value* step = B.CreateMul(src.row_stride, e.c64(rp));
     for (int wave = 0; wave * threads < total; ++wave) {
       // Packed rows do not step by a fixed stride: each wave's address from its row.
-      if (wave && src.group > 1)
+      if (wave && (src.group > 1 || src.page_table))
         p = B.CreateGEP(B.getInt16Ty(), src.base,
                         B.CreateAdd(row_offset(e, src, B.CreateAdd(row, e.c32(wave * rp))),
                                     B.CreateZExt(B.CreateShl(c0, 3), e.i64())));

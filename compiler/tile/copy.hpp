@@ -17,6 +17,11 @@ struct GlobalRows {
   // (r / group)·row_stride + (r % group)·group_stride. 1: row r at r·row_stride.
   int group = 1;
   llvm::Value* group_stride = nullptr;  // i64, elements (the head stride)
+  // Paged rows (a paged K/V cache): row r is row r % page_size of page table[r / page_size], at
+  // table[..]·page_stride + (r % page_size)·row_stride. Null: not paged.
+  llvm::Value* page_table = nullptr;   // ptr addrspace(1) to i32, this sequence's row of the table
+  llvm::Value* page_size = nullptr;    // i32
+  llvm::Value* page_stride = nullptr;  // i64, elements
 };
 
 // Element offset of row `row` (i32) of `src`, in i64.

@@ -144,6 +144,9 @@ typedef struct fj_forward_args {
   const int32_t* cu_seqlens_q;               /* varlen: batch + 1 token offsets (int32, device) of */
   const int32_t* cu_seqlens_kv;              /* q/o and of k/v, or both NULL (flashjit.hpp's     */
   int64_t max_seqlen_q, max_seqlen_kv;       /* ForwardArgs says how packed sequences are laid out) */
+  const int32_t* block_table;                /* paged K/V: [batch, max_pages_per_seq] page ids    */
+  int64_t page_size, max_pages_per_seq;      /* (int32, device), or NULL; flashjit.hpp's         */
+  const int32_t* seqused_kv;                 /* ForwardArgs says how pages are laid out          */
 } fj_forward_args;
 
 /* Checks shapes, strides and alignment (FJ_ERR_USAGE naming the argument), then launches

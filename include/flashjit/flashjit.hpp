@@ -241,6 +241,16 @@ struct ForwardArgs : ProblemShape {
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_kv = nullptr;
   int64_t max_seqlen_q = 0, max_seqlen_kv = 0;
+  // Paged K/V cache (vLLM's layout): k and v are page pools [num_pages, page_size, heads_kv, dim]
+  // whose stride[0] is the page stride; key n of sequence b is row n % page_size of page
+  // block_table[b · max_pages_per_seq + n / page_size] (int32, device, [batch, max_pages_per_seq]).
+  // page_size: any positive multiple of 16. seq_kv: the most keys a sequence has (at most
+  // max_pages_per_seq · page_size); seqused_kv (int32, device, [batch], optional): each sequence's
+  // key count. Masks see each sequence's own seq_kv, so causal_br is its decode alignment. Not with
+  // varlen yet; the table's page ids are not checked on the host (they live on the device).
+  const int32_t* block_table = nullptr;
+  int64_t page_size = 0, max_pages_per_seq = 0;
+  const int32_t* seqused_kv = nullptr;
 };
 
 // The gradients of a forward call (FlashAttention-2's backward: P recomputed from the forward's

@@ -57,7 +57,9 @@ class ForwardArgs(ctypes.Structure):
                 ("block_map", ctypes.c_void_p),
                 ("num_splits", ctypes.c_int),
                 ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_kv", ctypes.c_void_p),
-                ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_kv", ctypes.c_int64)]
+                ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_kv", ctypes.c_int64),
+                ("block_table", ctypes.c_void_p), ("page_size", ctypes.c_int64),
+                ("max_pages_per_seq", ctypes.c_int64), ("seqused_kv", ctypes.c_void_p)]
 
 
 class BackwardArgs(ctypes.Structure):

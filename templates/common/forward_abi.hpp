@@ -30,6 +30,12 @@ struct ForwardParams {
   // stride is not used, lse is [heads_q, seq_q] and the partials' rows are (split, head, token).
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_kv;
+  // Paged K/V (Target::paged): key n of sequence b is row n % page_size of page
+  // block_table[b · pages_per_seq + n / page_size]; k and v's batch stride is the page stride.
+  // seqused_kv (may be null): sequence b's key count, else seq_kv for every sequence.
+  const int32_t* block_table;
+  int32_t page_size, pages_per_seq;
+  const int32_t* seqused_kv;
 };
 // The combine kernel: one warp per query row; grid x = ceil(seq_q / kCombineRowsPerCta), y = query
 // heads, z = batch. At most kMaxSplits splits (FlashAttention-2's cap, flash_api.cpp).
@@ -52,6 +58,7 @@ enum ForwardParam : int {
   kParamSeqQ = kParamStrides + 12,
   kParamSeqKv, kParamGroup, kParamScaleLog2, kParamRangeOk,
   kParamSplits, kParamPartialO, kParamPartialLse, kParamCuSeqlensQ, kParamCuSeqlensKv,
+  kParamBlockTable, kParamPageSize, kParamPagesPerSeq, kParamSeqUsedKv,
   kParamCount
 };
 
@@ -75,6 +82,10 @@ inline void forward_param_slots(ForwardParams& p, void* slots[kParamCount]) {
   slots[kParamPartialLse] = &p.partial_lse;
   slots[kParamCuSeqlensQ] = &p.cu_seqlens_q;
   slots[kParamCuSeqlensKv] = &p.cu_seqlens_kv;
+  slots[kParamBlockTable] = &p.block_table;
+  slots[kParamPageSize] = &p.page_size;
+  slots[kParamPagesPerSeq] = &p.pages_per_seq;
+  slots[kParamSeqUsedKv] = &p.seqused_kv;
 }
 
 }  // namespace flashjit

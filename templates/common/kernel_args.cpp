@@ -18,6 +18,8 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
   for (int i = 0; i < 12; ++i) params[kParamStrides + i] = llvm::Type::getInt64Ty(ctx);
   params[kParamSeqQ] = params[kParamSeqKv] = params[kParamGroup] = params[kParamRangeOk] = params[kParamSplits] = i32;
   params[kParamPartialO] = params[kParamPartialLse] = params[kParamCuSeqlensQ] = params[kParamCuSeqlensKv] = gptr;
+  params[kParamBlockTable] = params[kParamSeqUsedKv] = gptr;
+  params[kParamPageSize] = params[kParamPagesPerSeq] = i32;
   params[kParamScaleLog2] = llvm::Type::getFloatTy(ctx);
   for (const dsl::Param& p : spec.dsl.params) params.push_back(p.type == dsl::Type::F32 ? llvm::Type::getFloatTy(ctx) : i32);
   for (size_t t = 0; t < spec.dsl.tensors.size(); ++t) params.push_back(gptr);
@@ -40,7 +42,8 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
   fn->addParamAttr(kParamLse, llvm::Attribute::NoAlias);
   fn->addParamAttr(kParamPartialO, llvm::Attribute::NoAlias);
   fn->addParamAttr(kParamPartialLse, llvm::Attribute::NoAlias);
-  for (int i : {kParamCuSeqlensQ, kParamCuSeqlensKv}) fn->addParamAttr(i, llvm::Attribute::ReadOnly);
+  for (int i : {kParamCuSeqlensQ, kParamCuSeqlensKv, kParamBlockTable, kParamSeqUsedKv})
+    fn->addParamAttr(i, llvm::Attribute::ReadOnly);
   if (tail == KernelTail::backward) {
     // The forward's outputs are the backward's inputs; dq, dk, dv and delta are written.
     fn->addParamAttr(kParamO, llvm::Attribute::ReadOnly);

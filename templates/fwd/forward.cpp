@@ -93,11 +93,13 @@ class ForwardKernel {
   const int G;                  // query heads packed per CTA (Target::pack_gqa), 1: none
   const bool SPLIT;             // split-KV (Target::split_kv): one run of the key tiles, partials out
   const bool VARLEN;            // packed sequences (Target::varlen): lengths and offsets from cu_seqlens
+  const bool PAGED;             // paged K/V (Target::paged): rows through the block table
   Value* strides_[4][3];
   Value *seq_q_, *seq_kv_, *scale_log2_;
   Value* rows_;                  // packed rows: seq_q · G
   Value* q0_ = nullptr;          // varlen: this sequence's first token in q/o and in k/v
   Value* kv0_ = nullptr;
+  Value* page_table_ = nullptr;  // paged: this sequence's row of the block table
   Value *q_first_, *q_final_;    // the query positions of this CTA's first and last rows
   Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *split_, *head_, *batch_, *head_kv_;
   Value *q_base_, *k_base_, *v_base_, *smem_, *q_start_, *q_last_;
@@ -124,7 +126,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       OT((spec_.head_dim_v + 7) / 8),
       G(plan.target.pack_gqa),
       SPLIT(plan.target.split_kv),
-      VARLEN(plan.target.varlen) {
+      VARLEN(plan.target.varlen),
+      PAGED(plan.target.paged) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -148,6 +151,23 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
     kv0_ = at(kParamCuSeqlensKv, batch_);
     seq_q_ = B.CreateSub(at(kParamCuSeqlensQ, next), q0_);
     seq_kv_ = B.CreateSub(at(kParamCuSeqlensKv, next), kv0_);
+  }
+  if (PAGED) {  // sequence b's keys: seqused_kv[b] when given; its pages: row b of the block table
+    Value* used = arg(kParamSeqUsedKv);
+    llvm::BasicBlock* from = B.GetInsertBlock();
+    llvm::BasicBlock* load = llvm::BasicBlock::Create(e_.ctx, "seqused", fn_);
+    llvm::BasicBlock* join = llvm::BasicBlock::Create(e_.ctx, "seqused.done", fn_);
+    B.CreateCondBr(B.CreateICmpNE(used, llvm::ConstantPointerNull::get(llvm::PointerType::get(e_.ctx, 1))), load, join);
+    B.SetInsertPoint(load);
+    Value* n = B.CreateAlignedLoad(e_.i32(), B.CreateGEP(e_.i32(), used, batch_), llvm::Align(4));
+    B.CreateBr(join);
+    B.SetInsertPoint(join);
+    llvm::PHINode* keys = B.CreatePHI(e_.i32(), 2, "seq_kv");
+    keys->addIncoming(seq_kv_, from);
+    keys->addIncoming(n, load);
+    seq_kv_ = keys;
+    page_table_ = B.CreateGEP(e_.i32(), arg(kParamBlockTable),
+                              B.CreateMul(B.CreateZExt(batch_, e_.i64()), B.CreateZExt(arg(kParamPagesPerSeq), e_.i64())));
   }
   // Grid x = split · q_tiles + query tile (templates/common/forward_abi.hpp); q_tiles from the
   // grid, since a varlen sequence may be shorter than the longest one the grid is sized for.
@@ -173,8 +193,9 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   }
 
   auto base = [&](int param, int t, Value* h) {
-    Value* off = VARLEN ? slice_offset(e_, strides_[t], e_.c32(0), t == 0 ? q0_ : kv0_, h)
-                        : slice_offset(e_, strides_[t], batch_, e_.c32(0), h);
+    Value* off = PAGED && t > 0 ? slice_offset(e_, strides_[t], e_.c32(0), e_.c32(0), h)  // rows via the table
+                 : VARLEN       ? slice_offset(e_, strides_[t], e_.c32(0), t == 0 ? q0_ : kv0_, h)
+                                : slice_offset(e_, strides_[t], batch_, e_.c32(0), h);
     return B.CreateGEP(B.getInt16Ty(), arg(param), off);
   };
   q_base_ = base(kParamQ, 0, head_);
@@ -236,10 +257,15 @@ void ForwardKernel::issue_kv(Value* j, Value* entry, bool once) {
   auto& B = e_.b;
   Value* stage = B.CreateURem(j, e_.c32(S));
   Value* n0 = B.CreateMul(walk_->tile(e_, j, entry), e_.c32(BN));
-  tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), {k_base_, strides_[1][1], n0, seq_kv_},
-                  spec_.head_dim_qk, plan_.threads, tid_, once);
-  tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), {v_base_, strides_[2][1], n0, seq_kv_},
-                  spec_.head_dim_v, plan_.threads, tid_, once);
+  auto rows = [&](Value* base, int t) {
+    tile::GlobalRows r{base, strides_[t][1], n0, seq_kv_};
+    if (PAGED) r.page_table = page_table_, r.page_size = arg(kParamPageSize), r.page_stride = strides_[t][0];
+    return r;
+  };
+  tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), rows(k_base_, 1), spec_.head_dim_qk,
+                  plan_.threads, tid_, once);
+  tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), rows(v_base_, 2), spec_.head_dim_v,
+                  plan_.threads, tid_, once);
 }
 
 // Q, then the first num_stages − 1 K/V tiles, one commit group each.

@@ -147,8 +147,10 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   if (target.pack_gqa > 1)
     if (std::optional<std::string> why = gqa_packing_blocker(*spec))
       reject(c, "GQA packing is not possible: " + *why);
-  if (target.varlen)
-    if (std::optional<std::string> why = varlen_blocker(*spec)) reject(c, "varlen is not possible: " + *why);
+  if (target.varlen || target.paged)
+    if (std::optional<std::string> why = varlen_blocker(*spec))
+      reject(c, std::string(target.varlen ? "varlen" : "a paged K/V cache") + " is not possible: " + *why);
+  if (target.varlen && target.paged) reject(c, "varlen with a paged K/V cache is not supported yet");
   ForwardPlan p;
   p.spec = spec;
   p.config = c;
@@ -191,6 +193,7 @@ std::string ForwardPlan::describe() const {
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << " +split";
   if (target.varlen) o << " +varlen";
+  if (target.paged) o << " +paged";
   o << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";
   return o.str();
 }
