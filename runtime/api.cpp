@@ -13,6 +13,7 @@
 #include "runtime/handles.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/module.hpp"
+#include "runtime/scratch.hpp"
 #include "runtime/timing.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
@@ -138,6 +139,10 @@ void Kernel::forward(const ForwardArgs& args) const {
   const Impl& k = detail::Access::impl(*this, "forward");
   rt::ForwardLaunch launch;
   rt::pack_forward(*k.spec, args, launch);
+  {
+    rt::ContextGuard guard(*k.ctx);
+    rt::check_stream(*k.ctx, args.stream, "forward");  // before tuning or allocating on it
+  }
   if (args.batch == 0 || args.seq_q == 0) return;  // an empty output: nothing to write
   // This shape bucket's kernel: tuned (tuning cache, or tuned now), heuristic, or the given config.
   const rt::KernelDispatch::Choice pick = k.dispatch->select(args);
@@ -147,11 +152,12 @@ void Kernel::forward(const ForwardArgs& args) const {
   auto stream = static_cast<cu::CUstream>(args.stream);
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
+  rt::StreamScratch scratch(stream);  // after the guard: freed with the context current
   auto launch_on = [&](cu::CUfunction f, const char* what) {
-    cu::check(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(args.heads_q), static_cast<unsigned>(args.batch),
-                               static_cast<unsigned>(c.threads), 1, 1, f == loaded.function ? c.shared_bytes : 0,
-                               stream, launch.slots.data(), nullptr),
-              what);
+    rt::check_launch(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(args.heads_q), static_cast<unsigned>(args.batch),
+                                      static_cast<unsigned>(c.threads), 1, 1, f == loaded.function ? c.shared_bytes : 0,
+                                      stream, launch.slots.data(), nullptr),
+                     what, args.stream);
   };
   // Block map: the caller's (checked against this kernel and launch), else one built on the
   // stream right now in stream-ordered memory, freed after the forward kernel.
@@ -167,8 +173,8 @@ void Kernel::forward(const ForwardArgs& args) const {
       counts = reinterpret_cast<cu::CUdeviceptr>(m->counts.data());
     } else {
       MapShape shape = map_shape(c, args);
-      cu::check(d.cuMemAllocAsync(&tiles, shape.tiles_bytes, stream), "cuMemAllocAsync(block map)");
-      cu::check(d.cuMemAllocAsync(&counts, shape.counts_bytes, stream), "cuMemAllocAsync(block map)");
+      tiles = scratch.alloc(shape.tiles_bytes, "cuMemAllocAsync(forward block map)");
+      counts = scratch.alloc(shape.counts_bytes, "cuMemAllocAsync(forward block map counts)");
       own_map = true;
     }
     launch.slots.push_back(&tiles);
@@ -183,10 +189,7 @@ void Kernel::forward(const ForwardArgs& args) const {
               std::to_string(c.shared_bytes) + " config " + c.config.str() + " (" + *pick.why + ")" +
               (c.map_entry.empty() ? "" : own_map ? " + block map built now" : " + caller's block map"));
   launch_on(loaded.function, "cuLaunchKernel(attention forward)");
-  if (own_map) {
-    cu::check(d.cuMemFreeAsync(tiles, stream), "cuMemFreeAsync(block map)");
-    cu::check(d.cuMemFreeAsync(counts, stream), "cuMemFreeAsync(block map)");
-  }
+  scratch.free();
 }
 
 BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
@@ -198,6 +201,10 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
                                       " has an exact closed form; it needs no block map");
   rt::ForwardLaunch launch;
   rt::pack_forward(*k.spec, args, launch);
+  {
+    rt::ContextGuard guard(*k.ctx);
+    rt::check_stream(*k.ctx, args.stream, "build_block_map");
+  }
   auto m = std::make_shared<BlockMap::Impl>();
   m->kernel = &k;
   m->key = map_key(args, launch, k.spec->dsl.params.size(), c.config);
@@ -208,7 +215,7 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
   auto alloc = [&](size_t bytes) {
     DeviceBuffer b;
     cu::CUdeviceptr ptr = 0;
-    cu::check(d.cuMemAlloc(&ptr, bytes), "cuMemAlloc(block map)");
+    cu::check_alloc(d.cuMemAlloc(&ptr, bytes), "cuMemAlloc(build_block_map)", bytes);
     b.ctx_ = k.ctx;
     b.ptr_ = reinterpret_cast<void*>(ptr);
     b.bytes_ = bytes;
@@ -222,10 +229,10 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
     launch.slots.push_back(&tiles);
     launch.slots.push_back(&counts);
     const auto grid_x = static_cast<unsigned>((args.seq_q + c.config.block_m - 1) / c.config.block_m);
-    cu::check(d.cuLaunchKernel(pick.loaded->map_function, grid_x, static_cast<unsigned>(args.heads_q),
-                               static_cast<unsigned>(args.batch), static_cast<unsigned>(c.threads), 1, 1, 0,
-                               static_cast<cu::CUstream>(args.stream), launch.slots.data(), nullptr),
-              "cuLaunchKernel(block map pre-pass)");
+    rt::check_launch(d.cuLaunchKernel(pick.loaded->map_function, grid_x, static_cast<unsigned>(args.heads_q),
+                                      static_cast<unsigned>(args.batch), static_cast<unsigned>(c.threads), 1, 1, 0,
+                                      static_cast<cu::CUstream>(args.stream), launch.slots.data(), nullptr),
+                     "cuLaunchKernel(block map pre-pass)", args.stream);
   }
   BlockMap map;
   map.impl_ = m;
@@ -237,7 +244,7 @@ DeviceBuffer Runtime::alloc(size_t bytes) const {
   rt::ContextGuard guard(*ctx);
   DeviceBuffer buf;
   cu::CUdeviceptr ptr = 0;
-  cu::check(cu::driver().cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "cuMemAlloc");
+  cu::check_alloc(cu::driver().cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "Runtime::alloc", bytes);
   buf.ctx_ = ctx;
   buf.ptr_ = reinterpret_cast<void*>(ptr);
   buf.bytes_ = bytes;
