@@ -374,7 +374,7 @@ FLASHJIT_API VersionInfo versions();
 // Every FLASHJIT_* environment variable, typed and documented (one registry).
 struct KnobInfo {
   std::string name;
-  std::string type;    // "string" | "enum" | "path"
+  std::string type;    // "string" | "enum" | "path" | "size"
   std::string default_value;
   std::string value;   // as read at first use
   std::string doc;
