@@ -90,10 +90,11 @@ void check_stream(const Context& c, void* stream, const char* call) {
   cu::CUcontext owner = nullptr;
   const cu::CUresult r = d.cuStreamGetCtx(static_cast<cu::CUstream>(stream), &owner);
   const std::string name = std::string(call) + ": stream " + pointer_text(stream);
-  if (r == cu::CUDA_ERROR_INVALID_HANDLE || r == cu::CUDA_ERROR_CONTEXT_IS_DESTROYED || r == cu::CUDA_ERROR_INVALID_CONTEXT)
+  // The driver answers for every live stream: any failure (CUDA_ERROR_INVALID_HANDLE,
+  // CONTEXT_IS_DESTROYED, ...) means the handle is not one.
+  if (r != cu::CUDA_SUCCESS)
     throw Error(ErrorKind::usage, name + " is not a live CUDA stream (destroyed, or its context destroyed): the driver says " +
                                       cu::error_name(r) + "; pass a stream that exists, or NULL for the default stream");
-  cu::check(r, "cuStreamGetCtx");
   if (owner != c.ctx)
     throw Error(ErrorKind::usage,
                 name + " belongs to CUDA " + context_text(owner) + ", not to this runtime's " + context_text(c.ctx) +

@@ -56,12 +56,13 @@ struct TestDriver {
     const int r = ctx_create ? ctx_create(&ctx, 0, 0) : ctx_create_v4(&ctx, nullptr, 0, 0);
     return r == 0 ? ctx : nullptr;
   }
-  // A stream in `ctx` (pushed for the call).
+  // A stream in `ctx` (pushed for the call). A blocking stream: it waits for the uploads and fills,
+  // which run on the legacy default stream.
   void* stream_in(void* ctx) const {
     void* stream = nullptr;
     void* popped = nullptr;
     if (ctx_push(ctx) != 0) return nullptr;
-    if (stream_create(&stream, 1 /* CU_STREAM_NON_BLOCKING */) != 0) stream = nullptr;
+    if (stream_create(&stream, 0 /* CU_STREAM_DEFAULT */) != 0) stream = nullptr;
     ctx_pop(&popped);
     return stream;
   }
@@ -83,6 +84,7 @@ bool forward_verifies(const Runtime& rt, const Kernel& kernel, const char* label
   const test::Case c = small_case();
   std::unique_ptr<test::DeviceProblem> dp = test::upload_problem(rt, c, 11);
   dp->args.stream = stream;
+  rt.synchronize();  // the uploads and the NaN fill are done before the kernel reads or writes
   kernel.forward(dp->args);
   rt.synchronize();
   std::vector<uint16_t> out(size_t(c.batch * c.seq_q * c.heads_q * 64));
