@@ -7,8 +7,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 
 #include "autotune/compile_cache.hpp"

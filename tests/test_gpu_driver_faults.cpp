@@ -9,7 +9,6 @@
 #include <dlfcn.h>
 
 #include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -24,7 +23,7 @@ namespace {
 
 // The driver calls the test makes itself (streams and contexts the runtime must not create).
 struct TestDriver {
-  int (*ctx_create)(void**, unsigned, int) = nullptr;          // cuCtxCreate_v2
+  int (*ctx_create)(void**, unsigned, int) = nullptr;            // cuCtxCreate_v2
   int (*ctx_create_v4)(void**, void*, unsigned, int) = nullptr;  // cuCtxCreate_v4 (CUDA 13)
   int (*ctx_destroy)(void*) = nullptr;
   int (*ctx_push)(void*) = nullptr;
@@ -37,7 +36,9 @@ struct TestDriver {
   bool load() {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return false;
-    auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name)); };
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+    };
     sym(ctx_create, "cuCtxCreate_v2");
     sym(ctx_create_v4, "cuCtxCreate_v4");
     sym(ctx_destroy, "cuCtxDestroy_v2");
@@ -167,9 +168,10 @@ struct HugeBackward {
 
 }  // namespace
 
-TEST_CASE("driver faults: out of device memory is ErrorKind::out_of_memory naming the allocation and its bytes; "
-          "the runtime works after it",
-          "[gpu][faults]") {
+TEST_CASE(
+    "driver faults: out of device memory is ErrorKind::out_of_memory naming the allocation and its bytes; "
+    "the runtime works after it",
+    "[gpu][faults]") {
   REQUIRE_GPU_OR_SKIP();
   Runtime rt = Runtime::create(0);
   Kernel kernel = compile(rt);
@@ -182,16 +184,18 @@ TEST_CASE("driver faults: out of device memory is ErrorKind::out_of_memory namin
   HugeBackward huge(rt);
   const Error backward = error_of([&] { kernel.backward(huge.args); });
   CHECK(backward.kind() == ErrorKind::out_of_memory);
-  CHECK_THAT(backward.what(), Catch::Contains("cuMemAllocAsync(backward workspace) of 274877906944 bytes (256.0 GiB)") &&
-                                  Catch::Contains("CUDA_ERROR_OUT_OF_MEMORY"));
+  CHECK_THAT(backward.what(),
+             Catch::Contains("cuMemAllocAsync(backward workspace) of 274877906944 bytes (256.0 GiB)") &&
+                 Catch::Contains("CUDA_ERROR_OUT_OF_MEMORY"));
   // The same kernel, right after: the failures left nothing allocated or broken.
   CHECK(forward_verifies(rt, kernel, "after-out-of-memory"));
   CHECK(backward_verifies(rt, kernel, "after-out-of-memory"));
 }
 
-TEST_CASE("driver faults: PTX the driver cannot load (an override) is a usage error naming the kernel, the folder and "
-          "the driver's error; the runtime compiles and runs after it",
-          "[gpu][faults]") {
+TEST_CASE(
+    "driver faults: PTX the driver cannot load (an override) is a usage error naming the kernel, the folder and "
+    "the driver's error; the runtime compiles and runs after it",
+    "[gpu][faults]") {
   REQUIRE_GPU_OR_SKIP();
   Runtime rt = Runtime::create(0);
   CompileOptions ptx_opts;
@@ -252,9 +256,10 @@ TEST_CASE("driver faults: a destroyed stream is a usage error naming the stream;
   drv.primary_release(0);
 }
 
-TEST_CASE("driver faults: a stream of another CUDA context is a usage error naming the stream and both contexts; "
-          "the kernel works after it, and a runtime made in that context accepts the stream",
-          "[gpu][faults]") {
+TEST_CASE(
+    "driver faults: a stream of another CUDA context is a usage error naming the stream and both contexts; "
+    "the kernel works after it, and a runtime made in that context accepts the stream",
+    "[gpu][faults]") {
   REQUIRE_GPU_OR_SKIP();
   TestDriver drv;
   REQUIRE(drv.load());
@@ -275,8 +280,9 @@ TEST_CASE("driver faults: a stream of another CUDA context is a usage error nami
     dp->args.stream = stream;
     const Error f = error_of([&] { kernel.forward(dp->args); });
     CHECK(f.kind() == ErrorKind::usage);
-    CHECK_THAT(f.what(), Catch::StartsWith("forward: stream " + hex(stream) + " belongs to CUDA context " + hex(other)) &&
-                             Catch::Contains("(device 0)") && Catch::Contains("not to this runtime's context"));
+    CHECK_THAT(f.what(),
+               Catch::StartsWith("forward: stream " + hex(stream) + " belongs to CUDA context " + hex(other)) &&
+                   Catch::Contains("(device 0)") && Catch::Contains("not to this runtime's context"));
     BackwardArgs b;
     static_cast<ProblemShape&>(b) = c;
     b.q = dp->args.q, b.k = dp->args.k, b.v = dp->args.v, b.o = dp->args.o, b.lse = dp->args.lse;

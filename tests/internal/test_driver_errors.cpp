@@ -27,7 +27,8 @@ TEST_CASE("driver errors: CUresult codes map to error kinds and named messages",
   for (cu::CUresult r : {cu::CUDA_ERROR_INVALID_VALUE, cu::CUDA_ERROR_INVALID_HANDLE, cu::CUDA_ERROR_INVALID_PTX,
                          cu::CUDA_ERROR_ILLEGAL_ADDRESS, cu::CUDA_ERROR_CONTEXT_IS_DESTROYED})
     CHECK(cu::kind_of(r) == ErrorKind::cuda);
-  CHECK_THAT(cu::error_name(cu::CUDA_ERROR_OUT_OF_MEMORY), Catch::StartsWith("CUDA_ERROR_OUT_OF_MEMORY (out of memory"));
+  CHECK_THAT(cu::error_name(cu::CUDA_ERROR_OUT_OF_MEMORY),
+             Catch::StartsWith("CUDA_ERROR_OUT_OF_MEMORY (out of memory"));
   CHECK_THAT(cu::error_name(cu::CUDA_ERROR_INVALID_HANDLE), Catch::StartsWith("CUDA_ERROR_INVALID_HANDLE ("));
   CHECK_THAT(cu::error_name(cu::CUDA_ERROR_INVALID_PTX), Catch::StartsWith("CUDA_ERROR_INVALID_PTX ("));
   CHECK(cu::error_name(123456) == "CUDA_ERROR_123456 (no description)");
@@ -43,9 +44,8 @@ TEST_CASE("driver errors: CUresult codes map to error kinds and named messages",
 
 TEST_CASE("driver errors: an allocation out of device memory names what was allocated and its bytes",
           "[runtime][faults]") {
-  const Error e = thrown([] {
-    cu::check_alloc(cu::CUDA_ERROR_OUT_OF_MEMORY, "cuMemAllocAsync(backward workspace)", size_t(3) << 30);
-  });
+  const Error e = thrown(
+      [] { cu::check_alloc(cu::CUDA_ERROR_OUT_OF_MEMORY, "cuMemAllocAsync(backward workspace)", size_t(3) << 30); });
   CHECK(e.kind() == ErrorKind::out_of_memory);
   CHECK_THAT(e.what(), Catch::StartsWith("out of device memory: cuMemAllocAsync(backward workspace) of 3221225472 "
                                          "bytes (3.0 GiB) failed: CUDA_ERROR_OUT_OF_MEMORY"));
