@@ -96,14 +96,14 @@ TEST_CASE("cli: --config and --shapes numbers that overflow or trail junk are us
   }
 }
 
-TEST_CASE("cli: tune --mode names the flag; FLASHJIT_LOG is checked by every command", "[cli][hardening]") {
+TEST_CASE("cli: tune --mode names the flag, and FLASHJIT_LOG is checked by every command", "[cli][hardening]") {
   test::TempDir d;
   const std::string spec = write(d, "s.yaml", kSpec);
   auto m = cli(d, "tune '" + spec + "' --shapes 1x1x128x128 --mode slow");
   CHECK(m.code == 2);
   CHECK_THAT(m.output, Catch::Contains("--mode") && Catch::Contains("'slow' is not allowed"));
   CHECK_THAT(m.output, !Catch::Contains("FLASHJIT_AUTOTUNE"));
-  for (const std::string args : {"check '" + spec + "'", std::string("info"), std::string("cache list"),
+  for (const std::string& args : {"check '" + spec + "'", std::string("info"), std::string("cache list"),
                                  "compile '" + spec + "' -o '" + d.path + "/o.ptx'", std::string("cache export -")}) {
     INFO(args);
     auto r = cli(d, args, "FLASHJIT_LOG=banana");
@@ -211,7 +211,7 @@ std::string first_id(const std::string& json) {
 TEST_CASE("cli: FLASHJIT_CACHE_MAX_BYTES is checked by every command before it runs", "[cli][hardening]") {
   test::TempDir d;
   const std::string spec = write(d, "s.yaml", kSpec);
-  for (const std::string args : {"check '" + spec + "'", std::string("info"), std::string("cache show 0123"),
+  for (const std::string& args : {"check '" + spec + "'", std::string("info"), std::string("cache show 0123"),
                                  std::string("cache export -")}) {
     INFO(args);
     auto r = cli(d, args, "FLASHJIT_CACHE_MAX_BYTES=lots");

@@ -169,8 +169,8 @@ struct HugeBackward {
 }  // namespace
 
 TEST_CASE(
-    "driver faults: out of device memory is ErrorKind::out_of_memory naming the allocation and its bytes; "
-    "the runtime works after it",
+    "driver faults: out of device memory is ErrorKind::out_of_memory naming the allocation and its bytes, "
+    "and the runtime works after it",
     "[gpu][faults]") {
   REQUIRE_GPU_OR_SKIP();
   Runtime rt = Runtime::create(0);
@@ -194,7 +194,7 @@ TEST_CASE(
 
 TEST_CASE(
     "driver faults: PTX the driver cannot load (an override) is a usage error naming the kernel, the folder and "
-    "the driver's error; the runtime compiles and runs after it",
+    "the driver's error, and the runtime compiles and runs after it",
     "[gpu][faults]") {
   REQUIRE_GPU_OR_SKIP();
   Runtime rt = Runtime::create(0);
@@ -227,7 +227,7 @@ TEST_CASE(
   CHECK(forward_verifies(rt, kernel, "after-failed-module-load"));
 }
 
-TEST_CASE("driver faults: a destroyed stream is a usage error naming the stream; the kernel works after it",
+TEST_CASE("driver faults: a destroyed stream is a usage error naming the stream, and the kernel works after it",
           "[gpu][faults]") {
   REQUIRE_GPU_OR_SKIP();
   TestDriver drv;
@@ -257,7 +257,7 @@ TEST_CASE("driver faults: a destroyed stream is a usage error naming the stream;
 }
 
 TEST_CASE(
-    "driver faults: a stream of another CUDA context is a usage error naming the stream and both contexts; "
+    "driver faults: a stream of another CUDA context is a usage error naming the stream and both contexts, "
     "the kernel works after it, and a runtime made in that context accepts the stream",
     "[gpu][faults]") {
   REQUIRE_GPU_OR_SKIP();
