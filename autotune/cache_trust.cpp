@@ -37,11 +37,22 @@ std::string check_one(const std::string& folder) {
   return "";
 }
 
+// The folder above `folder`, named as a user would type it in the chmod the message suggests
+// ("/c/tuning" -> "/c"); `folder`/.. when the last component is not a plain name.
+std::string parent_of(const std::string& folder) {
+  std::string f = folder;
+  while (f.size() > 1 && f.back() == '/') f.pop_back();
+  const size_t slash = f.rfind('/');
+  const std::string last = slash == std::string::npos ? f : f.substr(slash + 1);
+  if (slash == std::string::npos || last.empty() || last == "." || last == "..") return folder + "/..";
+  return slash == 0 ? "/" : f.substr(0, slash);
+}
+
 }  // namespace
 
 std::string untrusted_cache_folder(const std::string& folder) {
   if (std::string why = check_one(folder); !why.empty()) return why;
-  return check_one(folder + "/..");
+  return check_one(parent_of(folder));
 }
 
 bool cache_folder_trusted(const std::string& folder) {

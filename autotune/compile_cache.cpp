@@ -12,6 +12,7 @@
 #include "autotune/cache_trust.hpp"
 #include "autotune/durable_file.hpp"
 #include "support/hash.hpp"
+#include "support/knobs.hpp"
 #include "support/log.hpp"
 
 namespace fs = std::filesystem;
@@ -57,34 +58,7 @@ std::vector<CachedKernelFile> scan(const std::string& dir) {
 
 }  // namespace
 
-uint64_t parse_byte_size(std::string_view text, std::string_view what) {
-  auto bad = [&] {
-    return Error(ErrorKind::usage, std::string(what) + "='" + std::string(text) +
-                                       "' is not a size; use bytes or a number with K, M, G or T (e.g. 1GiB, 512M)");
-  };
-  size_t i = 0;
-  uint64_t n = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-    if (n > (UINT64_MAX - 9) / 10) throw bad();
-    n = n * 10 + uint64_t(text[i++] - '0');
-  }
-  if (i == 0) throw bad();
-  std::string_view unit = text.substr(i);
-  int shift = 0;
-  if (!unit.empty()) {
-    const std::string_view letters = "KMGT";
-    size_t k = letters.find(char(unit[0] & ~0x20));  // case-insensitive
-    if (k == std::string_view::npos) {
-      if (unit != "B" && unit != "b") throw bad();
-    } else {
-      shift = 10 * int(k + 1);
-      std::string_view rest = unit.substr(1);
-      if (!(rest.empty() || rest == "B" || rest == "iB" || rest == "b")) throw bad();
-    }
-  }
-  if (shift && n > (UINT64_MAX >> shift)) throw bad();
-  return n << shift;
-}
+uint64_t parse_byte_size(std::string_view text, std::string_view what) { return knob::parse_size(text, what); }
 
 CompileCache::CompileCache(std::string cache_root, uint64_t max_bytes)
     : dir_(std::move(cache_root) + "/kernels"), max_bytes_(max_bytes) {}

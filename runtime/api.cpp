@@ -14,6 +14,7 @@
 #include "runtime/launch.hpp"
 #include "runtime/split_kv.hpp"
 #include "runtime/module.hpp"
+#include "runtime/scratch.hpp"
 #include "runtime/timing.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
@@ -139,6 +140,10 @@ void Kernel::forward(const ForwardArgs& args) const {
   const Impl& k = detail::Access::impl(*this, "forward");
   rt::ForwardLaunch launch;
   rt::pack_forward(*k.spec, args, launch);
+  {
+    rt::ContextGuard guard(*k.ctx);
+    rt::check_stream(*k.ctx, args.stream, "forward");  // before tuning or allocating on it
+  }
   const bool varlen = args.cu_seqlens_q != nullptr;
   if (args.batch == 0 || args.seq_q == 0 || (varlen && args.max_seqlen_q == 0)) return;  // no output rows
   // Varlen and paged: the bucket (and its tuning) of the padded batch of the longest sequences.
@@ -165,20 +170,20 @@ void Kernel::forward(const ForwardArgs& args) const {
   auto stream = static_cast<cu::CUstream>(args.stream);
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
+  rt::StreamScratch scratch(stream);  // after the guard: freed with the context current
   auto launch_on = [&](cu::CUfunction f, const char* what) {
-    cu::check(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(heads_y), static_cast<unsigned>(args.batch),
-                               static_cast<unsigned>(c.threads), 1, 1, f == loaded.function ? c.shared_bytes : 0,
-                               stream, launch.slots.data(), nullptr),
-              what);
+    rt::check_launch(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(heads_y), static_cast<unsigned>(args.batch),
+                                      static_cast<unsigned>(c.threads), 1, 1, f == loaded.function ? c.shared_bytes : 0,
+                                      stream, launch.slots.data(), nullptr),
+                     what, args.stream);
   };
   // Split-KV's fp32 partial O and LSE: stream-ordered, freed after the combine kernel.
-  cu::CUdeviceptr partial = 0;
   if (splits > 1) {
     // Rows (split, batch, head, position); varlen: (split, head, token) over the packed tokens.
     const int64_t rows = rt::checked_product({splits, varlen ? 1 : args.batch, args.heads_q, args.seq_q},
                                              "forward: the split-KV workspace");
     const int64_t bytes = rt::checked_product({rows, k.spec->dsl.head_dim_v + 1, 4}, "forward: the split-KV workspace");
-    cu::check(d.cuMemAllocAsync(&partial, size_t(bytes), stream), "cuMemAllocAsync(split-KV partial O and LSE)");
+    const cu::CUdeviceptr partial = scratch.alloc(size_t(bytes), "cuMemAllocAsync(split-KV partial O and LSE)");
     launch.fixed.num_splits = splits;
     launch.fixed.partial_o = reinterpret_cast<float*>(partial);
     launch.fixed.partial_lse = reinterpret_cast<float*>(partial) + rows * k.spec->dsl.head_dim_v;
@@ -197,8 +202,8 @@ void Kernel::forward(const ForwardArgs& args) const {
       counts = reinterpret_cast<cu::CUdeviceptr>(m->counts.data());
     } else {
       MapShape shape = map_shape(c, args);
-      cu::check(d.cuMemAllocAsync(&tiles, shape.tiles_bytes, stream), "cuMemAllocAsync(block map)");
-      cu::check(d.cuMemAllocAsync(&counts, shape.counts_bytes, stream), "cuMemAllocAsync(block map)");
+      tiles = scratch.alloc(shape.tiles_bytes, "cuMemAllocAsync(forward block map)");
+      counts = scratch.alloc(shape.counts_bytes, "cuMemAllocAsync(forward block map counts)");
       own_map = true;
     }
     launch.slots.push_back(&tiles);
@@ -217,16 +222,12 @@ void Kernel::forward(const ForwardArgs& args) const {
   if (splits > 1) {
     // Varlen: the packed tokens as one sequence of batch 1 (o's batch stride is not used).
     const auto rows_x = static_cast<unsigned>((args.seq_q + kCombineRowsPerCta - 1) / kCombineRowsPerCta);
-    cu::check(d.cuLaunchKernel(loaded.combine_function, rows_x, static_cast<unsigned>(args.heads_q),
-                               static_cast<unsigned>(varlen ? 1 : args.batch), kCombineThreads, 1, 1, 0, stream,
-                               launch.slots.data(), nullptr),
-              "cuLaunchKernel(split-KV combine)");
-    cu::check(d.cuMemFreeAsync(partial, stream), "cuMemFreeAsync(split-KV partial O and LSE)");
+    rt::check_launch(d.cuLaunchKernel(loaded.combine_function, rows_x, static_cast<unsigned>(args.heads_q),
+                                      static_cast<unsigned>(varlen ? 1 : args.batch), kCombineThreads, 1, 1, 0, stream,
+                                      launch.slots.data(), nullptr),
+                     "cuLaunchKernel(split-KV combine)", args.stream);
   }
-  if (own_map) {
-    cu::check(d.cuMemFreeAsync(tiles, stream), "cuMemFreeAsync(block map)");
-    cu::check(d.cuMemFreeAsync(counts, stream), "cuMemFreeAsync(block map)");
-  }
+  scratch.free();
 }
 
 BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
@@ -238,6 +239,10 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
                                       " has an exact closed form; it needs no block map");
   rt::ForwardLaunch launch;
   rt::pack_forward(*k.spec, args, launch);
+  {
+    rt::ContextGuard guard(*k.ctx);
+    rt::check_stream(*k.ctx, args.stream, "build_block_map");
+  }
   auto m = std::make_shared<BlockMap::Impl>();
   m->kernel = &k;
   m->key = map_key(args, launch, k.spec->dsl.params.size(), c.config);
@@ -248,7 +253,7 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
   auto alloc = [&](size_t bytes) {
     DeviceBuffer b;
     cu::CUdeviceptr ptr = 0;
-    cu::check(d.cuMemAlloc(&ptr, bytes), "cuMemAlloc(block map)");
+    cu::check_alloc(d.cuMemAlloc(&ptr, bytes), "cuMemAlloc(build_block_map)", bytes);
     b.ctx_ = k.ctx;
     b.ptr_ = reinterpret_cast<void*>(ptr);
     b.bytes_ = bytes;
@@ -262,10 +267,10 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
     launch.slots.push_back(&tiles);
     launch.slots.push_back(&counts);
     const auto grid_x = static_cast<unsigned>((args.seq_q + c.config.block_m - 1) / c.config.block_m);
-    cu::check(d.cuLaunchKernel(pick.loaded->map_function, grid_x, static_cast<unsigned>(args.heads_q),
-                               static_cast<unsigned>(args.batch), static_cast<unsigned>(c.threads), 1, 1, 0,
-                               static_cast<cu::CUstream>(args.stream), launch.slots.data(), nullptr),
-              "cuLaunchKernel(block map pre-pass)");
+    rt::check_launch(d.cuLaunchKernel(pick.loaded->map_function, grid_x, static_cast<unsigned>(args.heads_q),
+                                      static_cast<unsigned>(args.batch), static_cast<unsigned>(c.threads), 1, 1, 0,
+                                      static_cast<cu::CUstream>(args.stream), launch.slots.data(), nullptr),
+                     "cuLaunchKernel(block map pre-pass)", args.stream);
   }
   BlockMap map;
   map.impl_ = m;
@@ -277,7 +282,7 @@ DeviceBuffer Runtime::alloc(size_t bytes) const {
   rt::ContextGuard guard(*ctx);
   DeviceBuffer buf;
   cu::CUdeviceptr ptr = 0;
-  cu::check(cu::driver().cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "cuMemAlloc");
+  cu::check_alloc(cu::driver().cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "Runtime::alloc", bytes);
   buf.ctx_ = ctx;
   buf.ptr_ = reinterpret_cast<void*>(ptr);
   buf.bytes_ = bytes;

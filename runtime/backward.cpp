@@ -11,6 +11,7 @@
 #include "runtime/dispatch.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/launch.hpp"
+#include "runtime/scratch.hpp"
 #include "runtime/timing.hpp"
 #include "runtime/tuner.hpp"
 #include "support/log.hpp"
@@ -178,16 +179,12 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
   ContextGuard guard(*m.ctx);
   const cu::Driver& d = cu::driver();
   const size_t rows = size_t(rt::checked_product({args.batch, args.heads_q, args.seq_q, 4}, "backward: the workspace size") / 4);
-  cu::CUdeviceptr delta = 0;
-  cu::check(d.cuMemAllocAsync(&delta, std::max<size_t>(rows * 4, 4), stream), "cuMemAllocAsync(backward workspace)");
+  StreamScratch scratch(stream);  // after the guard: freed with the context current
+  const cu::CUdeviceptr delta = scratch.alloc(rows * 4, "cuMemAllocAsync(backward workspace)");
   launch.set_workspace(reinterpret_cast<float*>(delta));
   // Block maps (masks that read tensors): built on the stream now, freed after the kernels.
-  std::vector<cu::CUdeviceptr> maps;
   auto alloc = [&](size_t entries) {
-    cu::CUdeviceptr p = 0;
-    cu::check(d.cuMemAllocAsync(&p, std::max<size_t>(entries * 4, 4), stream), "cuMemAllocAsync(backward block map)");
-    maps.push_back(p);
-    return reinterpret_cast<int32_t*>(p);
+    return reinterpret_cast<int32_t*>(scratch.alloc(entries * 4, "cuMemAllocAsync(backward block map)"));
   };
   const BlockMapPolicy& policy = spec.block_map;
   const size_t n_maps = size_t(policy.per_batch ? args.batch : 1) * size_t(policy.per_head ? args.heads_q : 1);
@@ -205,10 +202,10 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
   auto tiles = [](int64_t n, int rows) { return static_cast<unsigned>((n + rows - 1) / rows); };
   auto run = [&](cu::CUfunction f, unsigned grid_x, int64_t heads, int threads, int smem, const char* what) {
     if (grid_x == 0) return;
-    cu::check(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(heads), static_cast<unsigned>(args.batch),
-                               static_cast<unsigned>(threads), 1, 1, static_cast<unsigned>(smem), stream,
-                               launch.forward.slots.data(), nullptr),
-              what);
+    check_launch(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(heads), static_cast<unsigned>(args.batch),
+                                  static_cast<unsigned>(threads), 1, 1, static_cast<unsigned>(smem), stream,
+                                  launch.forward.slots.data(), nullptr),
+                 what, args.stream);
   };
   if (log::enabled(log::Level::info))
     log::info("backward launch " + m.compiled.key + " " + m.compiled.config.str() + (plan.split_kv ? " (dK, dV split)" : ""));
@@ -224,8 +221,7 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
   if (m.dv) run(m.dv, key_tiles, args.heads_kv, plan.kv.threads, plan.kv.shared_bytes, "cuLaunchKernel(backward dV)");
   run(m.dq, tiles(args.seq_q, plan.q.rows), args.heads_q, plan.q.threads, plan.q.shared_bytes,
       "cuLaunchKernel(backward dQ)");
-  cu::check(d.cuMemFreeAsync(delta, stream), "cuMemFreeAsync(backward workspace)");
-  for (cu::CUdeviceptr p : maps) cu::check(d.cuMemFreeAsync(p, stream), "cuMemFreeAsync(backward block map)");
+  scratch.free();
 }
 
 }  // namespace rt
@@ -244,6 +240,10 @@ void Kernel::backward(const BackwardArgs& args) const {
   const Impl& k = detail::Access::impl(*this, "backward");
   rt::BackwardLaunch launch;
   rt::pack_backward(*k.spec, args, launch);
+  {
+    rt::ContextGuard guard(*k.ctx);
+    rt::check_stream(*k.ctx, args.stream, "backward");  // before tuning or allocating on it
+  }
   if (args.batch == 0 || (args.seq_q == 0 && args.seq_kv == 0)) return;
   rt::launch_backward(rt::backward_for(k, args), *k.spec, args, launch);
 }

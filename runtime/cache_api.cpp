@@ -4,6 +4,7 @@
 
 #include <llvm/Support/JSON.h>
 
+#include "autotune/cache_trust.hpp"
 #include "autotune/compile_cache.hpp"
 #include "autotune/durable_file.hpp"
 #include "autotune/tuning_cache.hpp"
@@ -17,6 +18,15 @@ namespace flashjit {
 namespace {
 
 std::string root_or_default(const std::string& dir) { return dir.empty() ? cache_dir() : dir; }
+
+// Whether the loaders would read `folder` (autotune/cache_trust.hpp); when not, the reason is added
+// to `untrusted` (and warned once, as the loaders warn). What `cache list` and `cache show` present
+// is then what flashjit uses: never entries it refuses to load.
+bool trusted(const std::string& folder, std::vector<std::string>* untrusted) {
+  if (autotune::cache_folder_trusted(folder)) return true;
+  if (untrusted) untrusted->push_back(autotune::untrusted_cache_folder(folder) + "; its entries are not used");
+  return false;
+}
 
 autotune::TuningCache tuning_cache(const std::string& root) { return {root, versions().flashjit}; }
 
@@ -128,12 +138,17 @@ CacheListing list_cache(const std::string& dir) {
   CacheListing out;
   out.cache_dir = root;
   out.tuning_dir = tuning.dir();
-  for (const autotune::TuningFile& f : tuning.load_all()) {
-    out.gpus.push_back(gpu_of(f.gpu));
-    for (const autotune::TuningRecord& r : f.records) out.tunings.push_back(tuning_of(f.gpu, r));
+  if (trusted(tuning.dir(), &out.untrusted))
+    for (const autotune::TuningFile& f : tuning.load_all()) {
+      out.gpus.push_back(gpu_of(f.gpu));
+      for (const autotune::TuningRecord& r : f.records) out.tunings.push_back(tuning_of(f.gpu, r));
+    }
+  out.kernels = {kernels.dir(), 0, 0, kernels.stats().max_bytes};
+  if (trusted(kernels.dir(), &out.untrusted)) {
+    const autotune::CompileCacheStats s = kernels.stats();
+    out.kernels.entries = s.entries;
+    out.kernels.bytes = s.bytes;
   }
-  const autotune::CompileCacheStats s = kernels.stats();
-  out.kernels = {kernels.dir(), s.entries, s.bytes, s.max_bytes};
   return out;
 }
 
@@ -142,7 +157,11 @@ CacheEntry find_cache_entry(const std::string& prefix, const std::string& dir) {
   const std::string root = root_or_default(dir);
   CacheEntry out;
   size_t hits = 0;
-  for (const autotune::TuningFile& f : tuning_cache(root).load_all())
+  std::vector<std::string> untrusted;
+  const autotune::TuningCache tuning = tuning_cache(root);
+  const std::vector<autotune::TuningFile> files =
+      trusted(tuning.dir(), &untrusted) ? tuning.load_all() : std::vector<autotune::TuningFile>();
+  for (const autotune::TuningFile& f : files)
     for (const autotune::TuningRecord& r : f.records)
       if (autotune::record_id(f.gpu, r).compare(0, prefix.size(), prefix) == 0) {
         if (++hits == 1) out.tuning = tuning_of(f.gpu, r);
@@ -153,12 +172,15 @@ CacheEntry find_cache_entry(const std::string& prefix, const std::string& dir) {
     return out;
   }
   if (hits == 1) return out;
+  const autotune::CompileCache kernels = compile_cache(root);
   try {
-    out.kernel = kernel_of(compile_cache(root).read_by_hash_prefix(prefix));
+    if (trusted(kernels.dir(), &untrusted)) out.kernel = kernel_of(kernels.read_by_hash_prefix(prefix));
+    else out.missing = "no tuning entry has an id starting with '" + prefix + "'";
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::usage) throw;
     out.missing = "no tuning entry has an id starting with '" + prefix + "', and " + e.what();
   }
+  for (const std::string& why : untrusted) out.missing += "; not searched: " + why;
   return out;
 }
 
@@ -171,7 +193,12 @@ CacheClearSummary clear_cache(const std::string& dir) {
   return out;
 }
 
-std::string export_tunings(const std::string& dir) { return tuning_cache(root_or_default(dir)).export_yaml(); }
+std::string export_tunings(const std::string& dir) {
+  const autotune::TuningCache tuning = tuning_cache(root_or_default(dir));
+  if (!trusted(tuning.dir(), nullptr))
+    throw Error(ErrorKind::usage, "cannot export tunings: " + autotune::untrusted_cache_folder(tuning.dir()));
+  return tuning.export_yaml();
+}
 
 void export_tunings_to_file(const std::string& path, const std::string& dir) {
   write_file_atomic(path, export_tunings(dir), {.sync_dir = true});
@@ -197,6 +224,9 @@ std::string cache_listing_json(const CacheListing& listing) {
         j.attribute("count", listing.kernels.entries);
         j.attribute("bytes", listing.kernels.bytes);
         j.attribute("max_bytes", listing.kernels.max_bytes);
+      });
+      j.attributeArray("untrusted", [&] {
+        for (const std::string& why : listing.untrusted) j.value(why);
       });
     });
   });

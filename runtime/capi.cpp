@@ -76,6 +76,7 @@ fj_status status_of(flashjit::ErrorKind kind) {
     case flashjit::ErrorKind::cuda: return FJ_ERR_CUDA;
     case flashjit::ErrorKind::compile: return FJ_ERR_INTERNAL;  // generated code was rejected: our bug
     case flashjit::ErrorKind::internal: return FJ_ERR_INTERNAL;
+    case flashjit::ErrorKind::out_of_memory: return FJ_ERR_OUT_OF_MEMORY;
   }
   return FJ_ERR_INTERNAL;
 }
@@ -153,6 +154,7 @@ FJ_API const char* fj_status_name(fj_status status) {
     case FJ_ERR_SPEC: return "FJ_ERR_SPEC";
     case FJ_ERR_USAGE: return "FJ_ERR_USAGE";
     case FJ_ERR_CUDA: return "FJ_ERR_CUDA";
+    case FJ_ERR_OUT_OF_MEMORY: return "FJ_ERR_OUT_OF_MEMORY";
     case FJ_ERR_NO_GPU: return "FJ_ERR_NO_GPU";
     case FJ_ERR_INTERNAL: return "FJ_ERR_INTERNAL";
   }

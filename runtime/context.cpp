@@ -1,5 +1,7 @@
 #include "runtime/context.hpp"
 
+#include <cstdio>
+
 #include "support/log.hpp"
 
 namespace flashjit::rt {
@@ -57,6 +59,56 @@ std::shared_ptr<Context> open_context(int ordinal) {
   }
   c->info = query(c->device, ordinal);
   return c;
+}
+
+namespace {
+
+std::string pointer_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+// "context 0x… (device N)"; the device is read by making the context current for a moment.
+std::string context_text(cu::CUcontext ctx) {
+  const cu::Driver& d = cu::driver();
+  std::string s = "context " + pointer_text(ctx);
+  cu::CUdevice dev = -1;
+  cu::CUcontext popped = nullptr;
+  if (d.cuCtxPushCurrent(ctx) == cu::CUDA_SUCCESS) {
+    if (d.cuCtxGetDevice(&dev) == cu::CUDA_SUCCESS) s += " (device " + std::to_string(dev) + ")";
+    d.cuCtxPopCurrent(&popped);
+  }
+  return s;
+}
+
+}  // namespace
+
+void check_stream(const Context& c, void* stream, const char* call) {
+  if (!stream) return;
+  const cu::Driver& d = cu::driver();
+  cu::CUcontext owner = nullptr;
+  const cu::CUresult r = d.cuStreamGetCtx(static_cast<cu::CUstream>(stream), &owner);
+  const std::string name = std::string(call) + ": stream " + pointer_text(stream);
+  // The driver answers for every live stream: any failure (CUDA_ERROR_INVALID_HANDLE,
+  // CONTEXT_IS_DESTROYED, ...) means the handle is not one.
+  if (r != cu::CUDA_SUCCESS)
+    throw Error(ErrorKind::usage, name + " is not a live CUDA stream (destroyed, or its context destroyed): the driver says " +
+                                      cu::error_name(r) + "; pass a stream that exists, or NULL for the default stream");
+  if (owner != c.ctx)
+    throw Error(ErrorKind::usage,
+                name + " belongs to CUDA " + context_text(owner) + ", not to this runtime's " + context_text(c.ctx) +
+                    "; a kernel runs only on streams of its runtime's context: the context that was current when "
+                    "Runtime::create ran (on that device), else the device's primary context, which the CUDA "
+                    "runtime API (and PyTorch) use");
+}
+
+void check_launch(cu::CUresult r, const char* what, void* stream) {
+  if (r == cu::CUDA_ERROR_INVALID_HANDLE && stream)
+    throw Error(ErrorKind::usage, std::string(what) + " failed on stream " + pointer_text(stream) + ": " +
+                                      cu::error_name(r) + "; the stream is destroyed or not a stream of this "
+                                      "runtime's context");
+  cu::check(r, what);
 }
 
 ContextGuard::ContextGuard(const Context& c) { cu::check(cu::driver().cuCtxPushCurrent(c.ctx), "cuCtxPushCurrent"); }

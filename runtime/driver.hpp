@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "flashjit/flashjit.hpp"
 #include "runtime/cuda_types.hpp"
 
 namespace flashjit::cu {
@@ -47,7 +48,9 @@ namespace flashjit::cu {
   X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                               \
   X(cuMemAllocAsync, "cuMemAllocAsync", (CUdeviceptr*, size_t, CUstream))                            \
   X(cuMemFreeAsync, "cuMemFreeAsync", (CUdeviceptr, CUstream))                                       \
+  X(cuMemGetInfo, "cuMemGetInfo_v2", (size_t*, size_t*))                                            \
   X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                          \
+  X(cuStreamGetCtx, "cuStreamGetCtx", (CUstream, CUcontext*))                                        \
   X(cuStreamIsCapturing, "cuStreamIsCapturing", (CUstream, int*))                                    \
   X(cuEventCreate, "cuEventCreate", (CUevent*, unsigned))                                            \
   X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                             \
@@ -65,8 +68,22 @@ struct Driver {
 // (libcuda.so.1 not found, a symbol missing, cuInit failed, or no device).
 const Driver& driver();
 
-// Throws Error(cuda) "<what>: <CUDA_ERROR_NAME> (<description>)" when r is not CUDA_SUCCESS.
-void check(CUresult r, const char* what);
+// The ErrorKind a failed driver call is: out_of_memory for CUDA_ERROR_OUT_OF_MEMORY (the one
+// failure a caller can act on: free memory, use smaller shapes), cuda for the rest.
+ErrorKind kind_of(CUresult r);
+
+// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)": the driver's name and description, or, without a
+// loaded driver, the name from flashjit's table of the codes it maps ("CUDA_ERROR_<n>" otherwise).
 std::string error_name(CUresult r);
+
+// Throws Error(kind_of(r)) "<what> failed: <CUDA_ERROR_NAME> (<description>)" when r is not
+// CUDA_SUCCESS.
+void check(CUresult r, const char* what);
+
+// check() for an allocation: out of memory says "out of device memory", the bytes asked for and
+// what the device has free, e.g. "out of device memory: cuMemAllocAsync(backward workspace) of
+// 274877906944 bytes (256 GiB) failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory); 139.1 GiB of
+// 139.8 GiB free".
+void check_alloc(CUresult r, const char* what, size_t bytes);
 
 }  // namespace flashjit::cu

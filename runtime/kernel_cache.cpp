@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 
 #include "autotune/compile_cache.hpp"
@@ -94,7 +95,7 @@ KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stage
     return b;
   }
 
-  const bool read = stages.dump_dir.empty();  // a dump wants every stage: compile, but still store
+  const bool read = stages.dump_dir.empty() && settings.read;  // a dump wants every stage: compile, but still store
   const auto t0 = std::chrono::steady_clock::now();
   if (read) {
     if (std::optional<autotune::KernelArtifacts> a = cache->get(b.key_text)) {
@@ -175,12 +176,13 @@ LoadedModule load_cubin(const std::string& cubin, const CompiledKernel& c) {
   const cu::Driver& d = cu::driver();
   LoadedModule out;
   const auto t0 = std::chrono::steady_clock::now();
-  cu::check(d.cuModuleLoadData(&out.module, cubin.data()), "cuModuleLoadData(cached cubin)");
+  const std::string what = "loading kernel " + c.entry + " from the compile cache: ";
+  cu::check(d.cuModuleLoadData(&out.module, cubin.data()), (what + "cuModuleLoadData").c_str());
   try {
-    cu::check(d.cuModuleGetFunction(&out.function, out.module, c.entry.c_str()), "cuModuleGetFunction");
+    cu::check(d.cuModuleGetFunction(&out.function, out.module, c.entry.c_str()), (what + "cuModuleGetFunction").c_str());
     if (!c.map_entry.empty())
       cu::check(d.cuModuleGetFunction(&out.map_function, out.module, c.map_entry.c_str()),
-                "cuModuleGetFunction(block map)");
+                (what + "cuModuleGetFunction(block map)").c_str());
     out.combine_function = find_combine(out.module, c.entry);
   } catch (...) {
     d.cuModuleUnload(out.module);
@@ -219,7 +221,14 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
   };
   Linker link = [&](const CompiledKernel& c) {
     check_smem(c);
-    fresh = load_module(c.ptx, c.entry, c.map_entry);
+    // The key's override folder, when it holds files: a link failure is then the user's PTX or IR.
+    std::string overrides;
+    if (!stages.override_dir.empty()) {
+      std::error_code ec;
+      const std::string dir = stages.override_dir + "/" + c.key;
+      if (std::filesystem::is_directory(dir, ec) && !std::filesystem::is_empty(dir, ec)) overrides = dir;
+    }
+    fresh = load_module(c.ptx, c.entry, c.map_entry, overrides);
     LinkResult r;
     r.cubin = fresh->cubin;
     return r;  // registers/spills are read below, for hits and misses alike
@@ -230,12 +239,23 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
   m.compiled = std::move(b.compiled);
   m.cache_hit = b.cache_hit;
   m.cache_status = b.cache_status;
-  if (fresh) {
-    m.loaded = std::move(*fresh);
-  } else {
+  if (!fresh) {
     check_smem(m.compiled);
-    m.loaded = load_cubin(b.cubin, m.compiled);
+    try {
+      m.loaded = load_cubin(b.cubin, m.compiled);
+    } catch (const Error& e) {
+      if (!b.cache_hit || e.kind() == ErrorKind::out_of_memory) throw;
+      log::warn("compile cache entry " + b.key_hash.substr(0, 16) + " (" + m.compiled.key + ") does not load: " +
+                e.what() + "; compiling the kernel again and replacing the entry");
+      settings.read = false;
+      b = build_kernel(planned, stages, settings, link);
+      m.compiled = std::move(b.compiled);
+      m.cache_hit = false;
+      m.cache_status = b.cache_status + " (the cached cubin did not load)";
+    }
   }
+  if (fresh) m.loaded = std::move(*fresh);
+  else if (!m.loaded.module) throw Error(ErrorKind::internal, "internal error: no module was loaded for " + m.compiled.key);
   try {
     // Over 48 KB of dynamic shared memory must be opted into per function (CUDA Programming Guide).
     if (m.compiled.shared_bytes > 48 * 1024)

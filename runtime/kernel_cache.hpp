@@ -27,6 +27,7 @@ struct KernelCacheSettings {
   std::optional<uint64_t> max_bytes;  // empty → FLASHJIT_CACHE_MAX_BYTES
   int driver_version = 0;             // part of the key; 0 = no driver (entries hold PTX only)
   bool enabled = true;                // false: compile, never read or write the cache
+  bool read = true;                   // false: compile and store over the entry (one that did not load)
 };
 
 // What the driver step produced for a freshly compiled kernel (the cubin is what gets cached).
@@ -80,7 +81,10 @@ struct CompiledModule {
 
 // Runtime::compile's work: compile (cache) → shared-memory check against the device's opt-in limit
 // (Error(spec)) → load → MAX_DYNAMIC_SHARED_SIZE_BYTES when over 48 KB → registers/spills → the
-// dump dir's cubin/module.txt → an info log line. Pushes `ctx` itself.
+// dump dir's cubin/module.txt → an info log line. Pushes `ctx` itself. A cached cubin the driver
+// does not load (damaged with a valid checksum, or one this driver rejects) is a miss with a warning
+// naming the entry and the driver's error: the kernel is compiled again and the entry replaced.
+// Out of device memory while loading is not a damaged entry: it propagates.
 CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned, const StageOptions& stages);
 // cuModuleUnload in `ctx`; never throws (failures only leak).
 void unload_module(const Context& ctx, LoadedModule& loaded);

@@ -12,7 +12,8 @@ cu::CUfunction find_combine(cu::CUmodule module, const std::string& entry) {
   return f;
 }
 
-LoadedModule load_module(const std::string& ptx, const std::string& entry, const std::string& map_entry) {
+LoadedModule load_module(const std::string& ptx, const std::string& entry, const std::string& map_entry,
+                         const std::string& override_dir) {
   const cu::Driver& d = cu::driver();
   LoadedModule out;
   char info[8192] = {};
@@ -35,6 +36,12 @@ LoadedModule load_module(const std::string& ptx, const std::string& entry, const
   void* cubin = nullptr;
   size_t cubin_size = 0;
   if (r == cu::CUDA_SUCCESS) r = d.cuLinkComplete(link, &cubin, &cubin_size);
+  if (r == cu::CUDA_ERROR_OUT_OF_MEMORY)
+    throw Error(ErrorKind::out_of_memory, "out of device memory while the driver assembled kernel " + entry + ": " +
+                                              cu::error_name(r));
+  if (r != cu::CUDA_SUCCESS && !override_dir.empty())
+    throw Error(ErrorKind::usage, "the driver could not assemble kernel " + entry + " from the overrides in " +
+                                      override_dir + " (FLASHJIT_OVERRIDE_DIR): " + cu::error_name(r) + "\n" + error);
   if (r != cu::CUDA_SUCCESS)
     throw Error(ErrorKind::compile, "the driver could not assemble the generated PTX for " + entry + ": " +
                                         cu::error_name(r) + "\n" + error +
@@ -42,11 +49,18 @@ LoadedModule load_module(const std::string& ptx, const std::string& entry, const
   out.cubin.assign(static_cast<const char*>(cubin), cubin_size);
   out.jit_log = info;
   auto t1 = std::chrono::steady_clock::now();
-  cu::check(d.cuModuleLoadData(&out.module, out.cubin.data()), "cuModuleLoadData");
-  cu::check(d.cuModuleGetFunction(&out.function, out.module, entry.c_str()), "cuModuleGetFunction");
-  if (!map_entry.empty())
-    cu::check(d.cuModuleGetFunction(&out.map_function, out.module, map_entry.c_str()), "cuModuleGetFunction(block map)");
-  out.combine_function = find_combine(out.module, entry);
+  const std::string what = "loading kernel " + entry + ": ";
+  cu::check(d.cuModuleLoadData(&out.module, out.cubin.data()), (what + "cuModuleLoadData").c_str());
+  try {
+    cu::check(d.cuModuleGetFunction(&out.function, out.module, entry.c_str()), (what + "cuModuleGetFunction").c_str());
+    if (!map_entry.empty())
+      cu::check(d.cuModuleGetFunction(&out.map_function, out.module, map_entry.c_str()),
+                (what + "cuModuleGetFunction(block map " + map_entry + ")").c_str());
+    out.combine_function = find_combine(out.module, entry);
+  } catch (...) {
+    d.cuModuleUnload(out.module);
+    throw;
+  }
   auto t2 = std::chrono::steady_clock::now();
   out.link_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   out.load_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();

@@ -18,9 +18,13 @@ struct LoadedModule {
   double link_ms = 0, load_ms = 0;
 };
 
-// Must be called with `ctx` current. Throws Error(compile) with the driver's error log when the
-// PTX does not assemble.
-LoadedModule load_module(const std::string& ptx, const std::string& entry, const std::string& map_entry = "");
+// Must be called with `ctx` current. PTX the driver does not assemble is Error(compile) with the
+// driver's error log (generated code: a flashjit bug), or, when `override_dir` is the folder of
+// this kernel's FLASHJIT_OVERRIDE_DIR files, Error(usage) naming that folder (the user's code).
+// Out of device memory while linking or loading is Error(out_of_memory); another load failure is
+// Error(cuda) naming the kernel. Nothing stays loaded after a failure.
+LoadedModule load_module(const std::string& ptx, const std::string& entry, const std::string& map_entry = "",
+                         const std::string& override_dir = "");
 
 // The module's `<entry>_combine` kernel (templates/fwd/combine.hpp), or null when it has none (the
 // backward's modules).

@@ -19,12 +19,41 @@ namespace flashjit::knob {
     "replace a stage's output with DIR/<kernel-key>/<stage>.* when that file exists (debugging)")  \
   X("FLASHJIT_CACHE_DIR", "path", "", "",                                                          \
     "root of the on-disk caches; default $XDG_CACHE_HOME/flashjit, else ~/.cache/flashjit")       \
-  X("FLASHJIT_CACHE_MAX_BYTES", "string", "1GiB", "",                                              \
+  X("FLASHJIT_CACHE_MAX_BYTES", "size", "1GiB", "",                                              \
     "bound of the compiled-kernel cache; bytes or K/M/G/T (binary); least recently used evicted")   \
   X("FLASHJIT_AUTOTUNE", "enum", "quick", "off|quick|full",                                        \
     "autotuning: off = heuristic table; quick/full = stored tunings, else tune each shape bucket on first use") \
   X("FLASHJIT_MMA", "enum", "auto", "auto|sync",                                                    \
     "tensor-core instruction: auto = wgmma on sm_90a where the tile config allows, else mma.sync; sync = mma.sync")
+
+uint64_t parse_size(std::string_view text, std::string_view what) {
+  auto bad = [&] {
+    return Error(ErrorKind::usage, std::string(what) + "='" + std::string(text) +
+                                       "' is not a size; use bytes or a number with K, M, G or T (e.g. 1GiB, 512M)");
+  };
+  size_t i = 0;
+  uint64_t n = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (n > (UINT64_MAX - 9) / 10) throw bad();
+    n = n * 10 + uint64_t(text[i++] - '0');
+  }
+  if (i == 0) throw bad();
+  std::string_view unit = text.substr(i);
+  int shift = 0;
+  if (!unit.empty()) {
+    const std::string_view letters = "KMGT";
+    size_t k = letters.find(char(unit[0] & ~0x20));  // case-insensitive
+    if (k == std::string_view::npos) {
+      if (unit != "B" && unit != "b") throw bad();
+    } else {
+      shift = 10 * int(k + 1);
+      std::string_view rest = unit.substr(1);
+      if (!(rest.empty() || rest == "B" || rest == "iB" || rest == "b")) throw bad();
+    }
+  }
+  if (shift && n > (UINT64_MAX >> shift)) throw bad();
+  return n << shift;
+}
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
@@ -51,6 +80,7 @@ const std::string& get(const char* name) {
       if (!ok)
         throw Error(ErrorKind::usage, std::string(e.name) + "='" + value + "' is not allowed; use one of " + e.allowed);
     }
+    if (std::string_view(e.type) == "size") parse_size(value, e.name);  // throws naming the knob
     return values.emplace(name, value).first->second;
   }
   throw Error(ErrorKind::internal, std::string("internal error: knob ") + name +

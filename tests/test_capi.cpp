@@ -39,6 +39,8 @@ TEST_CASE("capi: version, status names and fj_free(NULL)", "[capi]") {
   CHECK(std::string(fj_status_name(FJ_ERR_SPEC)) == "FJ_ERR_SPEC");
   CHECK(std::string(fj_status_name(FJ_ERR_USAGE)) == "FJ_ERR_USAGE");
   CHECK(std::string(fj_status_name(FJ_ERR_NO_GPU)) == "FJ_ERR_NO_GPU");
+  CHECK(std::string(fj_status_name(FJ_ERR_OUT_OF_MEMORY)) == "FJ_ERR_OUT_OF_MEMORY");
+  CHECK(FJ_ERR_OUT_OF_MEMORY == 5);  // Python's flashjit/_capi.py has the same number
   CHECK(std::string(fj_status_name(static_cast<fj_status>(12345))) == "FJ_UNKNOWN_STATUS");
   CHECK(FJ_OK == 0);
   CHECK(FJ_ERR_NO_GPU == 69);

@@ -3,6 +3,7 @@
 // naming what is wrong, never 70 ("a flashjit bug") and never by exhausting memory.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -95,14 +96,14 @@ TEST_CASE("cli: --config and --shapes numbers that overflow or trail junk are us
   }
 }
 
-TEST_CASE("cli: tune --mode names the flag; FLASHJIT_LOG is checked by every command", "[cli][hardening]") {
+TEST_CASE("cli: tune --mode names the flag, and FLASHJIT_LOG is checked by every command", "[cli][hardening]") {
   test::TempDir d;
   const std::string spec = write(d, "s.yaml", kSpec);
   auto m = cli(d, "tune '" + spec + "' --shapes 1x1x128x128 --mode slow");
   CHECK(m.code == 2);
   CHECK_THAT(m.output, Catch::Contains("--mode") && Catch::Contains("'slow' is not allowed"));
   CHECK_THAT(m.output, !Catch::Contains("FLASHJIT_AUTOTUNE"));
-  for (const std::string args : {"check '" + spec + "'", std::string("info"), std::string("cache list"),
+  for (const std::string& args : {"check '" + spec + "'", std::string("info"), std::string("cache list"),
                                  "compile '" + spec + "' -o '" + d.path + "/o.ptx'", std::string("cache export -")}) {
     INFO(args);
     auto r = cli(d, args, "FLASHJIT_LOG=banana");
@@ -174,4 +175,101 @@ TEST_CASE("cli: without HOME the cache is an absolute folder, never one relative
   }
   auto xdg = test::run_command("env -u FLASHJIT_CACHE_DIR XDG_CACHE_HOME=/x/cache HOME=/home/u '" + kCli + "' info");
   CHECK_THAT(xdg.output, Catch::Contains("cache dir /x/cache/flashjit"));
+}
+
+namespace {
+
+// A tuning export with one entry whose spec name is `spec_name` (YAML double-quoted text).
+std::string tuning_export(const std::string& spec_name) {
+  return R"Y(flashjit_tuning_export: 1
+gpus:
+  - schema: 1
+    gpu: {name: "NVIDIA H200", sm_count: 132, cc_major: 9, cc_minor: 0, driver_version: 13000}
+    entries:
+      - spec_hash: "0123456789abcdef"
+        spec_name: ")Y" + spec_name + R"Y("
+        bucket: {seq_q: 4096, seq_kv: 4096, batch_heads: 64, d_qk: 128, d_v: 128}
+        best: {block_m: 128, block_n: 64, num_warps: 4, num_stages: 2}
+        median_ms: 0.398
+        p20_ms: 0.39004
+        p80_ms: 0.40994
+        date: "2026-12-01T10:20:30Z"
+        flashjit_version: "0.1.0"
+        mode: "quick"
+        runners_up: []
+)Y";
+}
+
+// The first tuning id in `cache list --json` output.
+std::string first_id(const std::string& json) {
+  const size_t at = json.find("\"id\":\"");
+  return at == std::string::npos ? "" : json.substr(at + 6, json.find('"', at + 6) - at - 6);
+}
+
+}  // namespace
+
+TEST_CASE("cli: FLASHJIT_CACHE_MAX_BYTES is checked by every command before it runs", "[cli][hardening]") {
+  test::TempDir d;
+  const std::string spec = write(d, "s.yaml", kSpec);
+  for (const std::string& args : {"check '" + spec + "'", std::string("info"), std::string("cache show 0123"),
+                                 std::string("cache export -")}) {
+    INFO(args);
+    auto r = cli(d, args, "FLASHJIT_CACHE_MAX_BYTES=lots");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains("FLASHJIT_CACHE_MAX_BYTES='lots' is not a size"));
+  }
+  CHECK(cli(d, "check '" + spec + "'", "FLASHJIT_CACHE_MAX_BYTES=512MiB").code == 0);
+}
+
+TEST_CASE("cli: JSON output writes C1 controls and DEL as \\u escapes, never raw", "[cli][hardening]") {
+  test::TempDir d;
+  // A spec file whose name holds CSI (U+009B, UTF-8 C2 9B) and DEL: `check --json` quotes the path.
+  auto r = cli(d, "check --json '" + write(d, "x\xc2\x9b\x7f.yaml", kSpec) + "'");
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(r.output.find("\xc2\x9b") == std::string::npos);
+  CHECK(r.output.find('\x7f') == std::string::npos);
+  CHECK_THAT(r.output, Catch::Contains("x\\u009b\\u007f.yaml"));
+  // A tuning entry's spec name with CSI, through the library's JSON (`cache list/show --json`).
+  REQUIRE(cli(d, "cache import '" + write(d, "e.yaml", tuning_export("causal\\u009B31m")) + "'").code == 0);
+  auto list = cli(d, "cache list --json");
+  INFO(list.output);
+  CHECK(list.code == 0);
+  CHECK(list.output.find("\xc2\x9b") == std::string::npos);
+  CHECK_THAT(list.output, Catch::Contains("causal\\u009b31m"));
+  auto show = cli(d, "cache show --json " + first_id(list.output));
+  CHECK(show.code == 0);
+  CHECK(show.output.find("\xc2\x9b") == std::string::npos);
+  CHECK_THAT(show.output, Catch::Contains("causal\\u009b31m"));
+}
+
+TEST_CASE("cli: cache list, show and export check the cache's trust as the loaders do: entries of a folder others "
+          "can write are not presented as usable",
+          "[cli][hardening]") {
+  test::TempDir d;
+  REQUIRE(cli(d, "cache import '" + write(d, "e.yaml", tuning_export("trusty")) + "'").code == 0);
+  auto before = cli(d, "cache list --json");
+  const std::string id = first_id(before.output);
+  REQUIRE(id.size() == 12);
+  CHECK_THAT(cli(d, "cache list").output, Catch::Contains("trusty"));
+  // The cache root becomes writable by every user: anyone could have planted these entries.
+  const std::string root = d.path + "/cache";
+  REQUIRE(::chmod(root.c_str(), 0777) == 0);
+  auto list = cli(d, "cache list");
+  INFO(list.output);
+  CHECK(list.code == 0);
+  CHECK_THAT(list.output, !Catch::Contains("trusty"));
+  CHECK_THAT(list.output, Catch::Contains("not trusted, not listed: " + root + " is writable by every user") &&
+                              Catch::Contains("chmod go-w " + root));
+  CHECK_THAT(cli(d, "cache list --json").output, Catch::Contains("\"untrusted\":[\"" + root + " is writable"));
+  auto show = cli(d, "cache show " + id);
+  CHECK(show.code == 1);
+  CHECK_THAT(show.output, Catch::Contains("not searched: " + root + " is writable by every user"));
+  auto exported = cli(d, "cache export -");
+  CHECK(exported.code == 2);
+  CHECK_THAT(exported.output, Catch::Contains("cannot export tunings: " + root + " is writable by every user"));
+  // Fixed as the message says: listed again.
+  REQUIRE(::chmod(root.c_str(), 0755) == 0);
+  CHECK_THAT(cli(d, "cache list").output, Catch::Contains("trusty"));
+  CHECK(cli(d, "cache show " + id).code == 0);
 }

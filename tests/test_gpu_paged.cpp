@@ -36,10 +36,10 @@ ref::Verdict run_paged(const Runtime& rt, const PagedCase& c, uint64_t seed) {
   const int64_t num_pages = batch * pages_per_seq + 3;  // spare pages nobody owns
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<int32_t> order(size_t(num_pages));
+  std::vector<int32_t> order(static_cast<size_t>(num_pages));
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
-  std::vector<int32_t> table(size_t(batch * pages_per_seq));
+  std::vector<int32_t> table(static_cast<size_t>(batch * pages_per_seq));
   for (size_t i = 0; i < table.size(); ++i) table[i] = order[i];
   const int64_t row_k = c.heads_kv * d_qk, row_v = c.heads_kv * d_v;  // one key's elements
   std::vector<uint16_t> pool_k(size_t(num_pages * c.page_size * row_k), 0x7FFF),

@@ -60,6 +60,7 @@ int list(bool json) {
   const CompileCacheSummary& k = l.kernels;
   out << "compile cache " << k.dir << ": " << plural(k.entries, "kernel", "kernels") << ", "
       << bytes_text(k.bytes) << " of " << bytes_text(k.max_bytes) << " (least recently used are evicted)\n";
+  for (const std::string& why : l.untrusted) out << "not trusted, not listed: " << why << "\n";
   std::cout << printable(out.str());
   return kOk;
 }

@@ -131,7 +131,8 @@ int exit_code_for(const Error& e) {
     case ErrorKind::spec:
     case ErrorKind::usage: return kUsage;
     case ErrorKind::no_gpu: return kNoGpu;
-    case ErrorKind::cuda: return kFailure;
+    case ErrorKind::cuda:
+    case ErrorKind::out_of_memory: return kFailure;
     case ErrorKind::compile:
     case ErrorKind::internal: return kInternal;
   }

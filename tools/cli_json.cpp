@@ -10,7 +10,18 @@ namespace flashjit::cli {
 
 std::string json_quote(std::string_view s) {
   std::string out = "\"";
-  for (const char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    // C1 controls (U+0080-U+009F, UTF-8 C2 80-C2 9F) and DEL are legal raw in JSON, but a terminal
+    // acts on them (CSI, U+009B, starts an escape sequence as ESC [ does): escaped like C0.
+    const unsigned char next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    if (static_cast<unsigned char>(c) == 0xc2 && next >= 0x80 && next <= 0x9f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(next));
+      out += buf;
+      ++i;
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -18,7 +29,7 @@ std::string json_quote(std::string_view s) {
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
           out += buf;

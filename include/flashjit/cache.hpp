@@ -79,6 +79,10 @@ struct CacheListing {
   std::vector<CacheGpu> gpus;         // every GPU identity with a tuning file, sorted by identity
   std::vector<CachedTuning> tunings;  // grouped in the order of `gpus`
   CompileCacheSummary kernels;
+  // Why a cache folder's entries are not listed: one that another user could write is never loaded
+  // from (as ssh ignores a key others can read), so its entries are not shown as if they were usable;
+  // each reason says how to fix the folder (also logged as a warning, as the loaders do).
+  std::vector<std::string> untrusted;
 };
 
 // What find_cache_entry found: a tuning, else a compiled kernel, else why neither.
@@ -103,17 +107,19 @@ struct TuningImportSummary {
 };
 
 // Every stored tuning and the compile cache's size. Unreadable tuning files are moved aside with a
-// warning (never deleted). Error(usage) when FLASHJIT_CACHE_MAX_BYTES is not a size.
+// warning (never deleted). A folder that is not trusted is skipped, its reason in `untrusted`.
+// Error(usage) when FLASHJIT_CACHE_MAX_BYTES is not a size.
 FLASHJIT_API CacheListing list_cache(const std::string& dir = "");
 
-// The tuning whose id starts with `prefix`, else the compiled kernel whose hash does. Error(usage)
-// for an empty prefix.
+// The tuning whose id starts with `prefix`, else the compiled kernel whose hash does; entries of a
+// folder that is not trusted are not found (`missing` says why). Error(usage) for an empty prefix.
 FLASHJIT_API CacheEntry find_cache_entry(const std::string& prefix, const std::string& dir = "");
 
 // Deletes every tuning file (and the ones moved aside) and every compiled kernel.
 FLASHJIT_API CacheClearSummary clear_cache(const std::string& dir = "");
 
-// Every GPU identity's tunings as one YAML document, the form import_tunings reads.
+// Every GPU identity's tunings as one YAML document, the form import_tunings reads (none from a
+// tuning folder that is not trusted: an export must not pass on what flashjit would not use).
 FLASHJIT_API std::string export_tunings(const std::string& dir = "");
 // The same, written to `path` through a temp file and rename. Error(usage) when it cannot be written.
 FLASHJIT_API void export_tunings_to_file(const std::string& path, const std::string& dir = "");
@@ -124,7 +130,8 @@ FLASHJIT_API void export_tunings_to_file(const std::string& path, const std::str
 FLASHJIT_API TuningImportSummary import_tunings(const std::string& path, const std::string& dir = "");
 
 // The listing as one JSON object (what `flashjit cache list --json` prints):
-// {"cache_dir", "tuning": [tuning...], "kernels": {"dir", "count", "bytes", "max_bytes"}}.
+// {"cache_dir", "tuning": [tuning...], "kernels": {"dir", "count", "bytes", "max_bytes"},
+//  "untrusted": [reason...]}.
 FLASHJIT_API std::string cache_listing_json(const CacheListing& listing);
 // The entry found as one JSON object (what `flashjit cache show --json` prints). Error(usage) when
 // nothing was found.

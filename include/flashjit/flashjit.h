@@ -39,8 +39,10 @@ typedef enum fj_status {
   FJ_OK = 0,
   FJ_ERROR = 1,          /* a failure that fits no other code (e.g. out of host memory) */
   FJ_ERR_SPEC = 2,       /* the spec is malformed or asks for something flashjit cannot build */
-  FJ_ERR_USAGE = 3,      /* bad arguments: NULL pointers, shapes, strides, alignment, sizes */
-  FJ_ERR_CUDA = 4,       /* a CUDA driver call failed (e.g. out of device memory, a bad stream) */
+  FJ_ERR_USAGE = 3,      /* bad arguments: NULL pointers, shapes, strides, alignment, sizes, a stream
+                            that is destroyed or belongs to another CUDA context */
+  FJ_ERR_CUDA = 4,       /* a CUDA driver call failed (e.g. a kernel faulted) */
+  FJ_ERR_OUT_OF_MEMORY = 5, /* out of device memory; the message names the allocation and its bytes */
   FJ_ERR_NO_GPU = 69,    /* no CUDA driver, no such device, or a device flashjit cannot use */
   FJ_ERR_INTERNAL = 70   /* a flashjit bug (including generated code the PTX JIT rejected) */
 } fj_status;

@@ -30,6 +30,9 @@ enum class ErrorKind {
   cuda,      // a CUDA driver call failed (exit 1)
   compile,   // LLVM or the driver's PTX JIT rejected generated code (exit 70: it is our bug)
   internal,  // a broken invariant inside flashjit (exit 70)
+  // The device has too little free memory for an allocation (exit 1); the message names the
+  // allocation and its bytes. Nothing was launched, and the Runtime and Kernel stay usable.
+  out_of_memory,
 };
 
 class FLASHJIT_API Error : public std::runtime_error {
@@ -398,7 +401,7 @@ FLASHJIT_API VersionInfo versions();
 // Every FLASHJIT_* environment variable, typed and documented (one registry).
 struct KnobInfo {
   std::string name;
-  std::string type;    // "string" | "enum" | "path"
+  std::string type;    // "string" | "enum" | "path" | "size"
   std::string default_value;
   std::string value;   // as read at first use
   std::string doc;

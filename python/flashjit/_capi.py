@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parent
 LIBRARY_NAMES = ("libflashjit.so.0", "libflashjit.so")
 
 FJ_OK, FJ_ERROR, FJ_ERR_SPEC, FJ_ERR_USAGE, FJ_ERR_CUDA, FJ_ERR_NO_GPU, FJ_ERR_INTERNAL = 0, 1, 2, 3, 4, 69, 70
-STATUS_NAMES = {0: "FJ_OK", 1: "FJ_ERROR", 2: "FJ_ERR_SPEC", 3: "FJ_ERR_USAGE", 4: "FJ_ERR_CUDA",
+FJ_ERR_OUT_OF_MEMORY = 5
+STATUS_NAMES = {0: "FJ_OK", 1: "FJ_ERROR", 2: "FJ_ERR_SPEC", 3: "FJ_ERR_USAGE", 4: "FJ_ERR_CUDA", 5: "FJ_ERR_OUT_OF_MEMORY",
                 69: "FJ_ERR_NO_GPU", 70: "FJ_ERR_INTERNAL"}
 
 
