@@ -7,32 +7,13 @@
 
 #include "compiler/analyzed_spec.hpp"
 #include "runtime/launch.hpp"
+#include "tests/internal/launch_args.hpp"
 
 using namespace flashjit;
 
-namespace {
-
-alignas(16) char g_memory[256];  // never read: pack_forward only checks and packs pointers
-
-Tensor tensor() {
-  Tensor t;
-  t.data = g_memory;
-  t.stride[0] = t.stride[1] = t.stride[2] = 0;  // every row aliases: spans stay tiny
-  return t;
-}
-
-void expect_usage(const AttentionSpec& spec, const ForwardArgs& a, const std::string& words) {
-  rt::ForwardLaunch launch;
-  try {
-    rt::pack_forward(*analyze_spec(spec), a, launch);
-    FAIL("the launch was accepted");
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::usage);
-    CHECK_THAT(e.what(), Catch::Contains(words));
-  }
-}
-
-}  // namespace
+using test::aliasing_tensor;
+using test::expect_launch_usage;
+using test::launch_memory;
 
 TEST_CASE("launch sizes: a spec tensor whose dims multiply past int64 is refused naming it", "[launch][sizes]") {
   AttentionSpec s;
@@ -42,9 +23,9 @@ TEST_CASE("launch sizes: a spec tensor whose dims multiply past int64 is refused
   s.mask = "t[h, q, kv] > 0.0";
   ForwardArgs a;
   a.batch = 1, a.heads_q = a.heads_kv = 65535, a.seq_q = a.seq_kv = INT32_MAX;
-  a.q = a.k = a.v = a.o = tensor();
-  a.buffers = {{"t", g_memory, 1}};
-  expect_usage(s, a, "tensor 't': its element count overflows int64");
+  a.q = a.k = a.v = a.o = aliasing_tensor();
+  a.buffers = {{"t", launch_memory(), 1}};
+  expect_launch_usage(s, a, "tensor 't': its element count overflows int64");
 }
 
 TEST_CASE("launch sizes: q/k/v/o spans (sizes times strides) past int64 are refused naming the tensor", "[launch][sizes]") {
@@ -53,13 +34,13 @@ TEST_CASE("launch sizes: q/k/v/o spans (sizes times strides) past int64 are refu
   s.head_dim_qk = s.head_dim_v = 64;
   ForwardArgs a;
   a.batch = 2, a.heads_q = a.heads_kv = 1, a.seq_q = a.seq_kv = 128;
-  a.q = a.k = a.v = a.o = tensor();
+  a.q = a.k = a.v = a.o = aliasing_tensor();
   a.v.stride[0] = INT64_MAX / 2 / 8 * 8;  // a product that fits, plus one that fits: the sum wraps
   a.v.stride[1] = INT64_MAX / 127 / 8 * 8;
-  expect_usage(s, a, "v's extent (sizes times strides) overflows int64");
-  a.v = tensor();
+  expect_launch_usage(s, a, "v's extent (sizes times strides) overflows int64");
+  a.v = aliasing_tensor();
   a.o.stride[1] = INT64_MAX / 64 / 8 * 8;  // 127 rows of it wrap
-  expect_usage(s, a, "o's extent (sizes times strides) overflows int64");
+  expect_launch_usage(s, a, "o's extent (sizes times strides) overflows int64");
 }
 
 TEST_CASE("launch sizes: checked_product", "[launch][sizes]") {

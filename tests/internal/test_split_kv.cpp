@@ -6,6 +6,7 @@
 #include "compiler/analyzed_spec.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/split_kv.hpp"
+#include "tests/internal/launch_args.hpp"
 
 using namespace flashjit;
 using rt::auto_splits;
@@ -52,16 +53,12 @@ TEST_CASE("split-KV: every automatic count is in range and shortens the longest 
 }
 
 TEST_CASE("split-KV: num_splits outside 0..128 is a usage error naming it", "[split]") {
-  alignas(16) static char memory[256];
   AttentionSpec s;
   s.dtype = DType::bf16;
   s.head_dim_qk = s.head_dim_v = 64;
   ForwardArgs a;
   a.batch = 1, a.heads_q = a.heads_kv = 1, a.seq_q = 1, a.seq_kv = 128;
-  Tensor t;
-  t.data = memory;
-  t.stride[0] = t.stride[1] = t.stride[2] = 0;
-  a.q = a.k = a.v = a.o = t;
+  a.q = a.k = a.v = a.o = test::aliasing_tensor();
   for (int bad : {-1, 129, 1000}) {
     a.num_splits = bad;
     rt::ForwardLaunch launch;

@@ -5,12 +5,14 @@
 
 #include "compiler/pipeline.hpp"
 #include "runtime/launch.hpp"
+#include "tests/internal/launch_args.hpp"
 
 using namespace flashjit;
+using test::aliasing_tensor;
+using test::expect_launch_usage;
+using test::launch_memory;
 
 namespace {
-
-alignas(16) char g_memory[256];  // never read: pack_forward only checks and packs pointers
 
 AttentionSpec spec_of(const std::string& mask = "causal") {
   AttentionSpec s;
@@ -23,25 +25,11 @@ AttentionSpec spec_of(const std::string& mask = "causal") {
 ForwardArgs varlen_args() {
   ForwardArgs a;
   a.batch = 3, a.heads_q = a.heads_kv = 2, a.seq_q = 100, a.seq_kv = 120;
-  Tensor t;
-  t.data = g_memory;
-  t.stride[0] = t.stride[1] = t.stride[2] = 0;
-  a.q = a.k = a.v = a.o = t;
-  a.cu_seqlens_q = reinterpret_cast<const int32_t*>(g_memory);
-  a.cu_seqlens_kv = reinterpret_cast<const int32_t*>(g_memory + 16);
+  a.q = a.k = a.v = a.o = aliasing_tensor();
+  a.cu_seqlens_q = reinterpret_cast<const int32_t*>(launch_memory());
+  a.cu_seqlens_kv = reinterpret_cast<const int32_t*>(launch_memory() + 16);
   a.max_seqlen_q = 60, a.max_seqlen_kv = 70;
   return a;
-}
-
-void expect_usage(const AttentionSpec& spec, const ForwardArgs& a, const std::string& words) {
-  rt::ForwardLaunch launch;
-  try {
-    rt::pack_forward(*analyze_spec(spec), a, launch);
-    FAIL("the launch was accepted");
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::usage);
-    CHECK_THAT(e.what(), Catch::Contains(words));
-  }
 }
 
 }  // namespace
@@ -58,30 +46,30 @@ TEST_CASE("varlen: well-formed packed arguments are packed into the kernel's par
 TEST_CASE("varlen: misuse names the field and what is allowed", "[varlen]") {
   ForwardArgs a = varlen_args();
   a.cu_seqlens_kv = nullptr;
-  expect_usage(spec_of(), a, "cu_seqlens_kv is null");
+  expect_launch_usage(spec_of(), a, "cu_seqlens_kv is null");
   a = varlen_args();
   a.cu_seqlens_q = nullptr;
-  expect_usage(spec_of(), a, "cu_seqlens_q is null");
+  expect_launch_usage(spec_of(), a, "cu_seqlens_q is null");
   a = varlen_args();
-  a.cu_seqlens_q = reinterpret_cast<const int32_t*>(g_memory + 2);
-  expect_usage(spec_of(), a, "4-byte aligned");
+  a.cu_seqlens_q = reinterpret_cast<const int32_t*>(launch_memory() + 2);
+  expect_launch_usage(spec_of(), a, "4-byte aligned");
   a = varlen_args();
   a.max_seqlen_q = 101;
-  expect_usage(spec_of(), a, "max_seqlen_q is 101; with varlen it must be in [0, seq_q = 100]");
+  expect_launch_usage(spec_of(), a, "max_seqlen_q is 101; with varlen it must be in [0, seq_q = 100]");
   a = varlen_args();
   a.max_seqlen_kv = -1;
-  expect_usage(spec_of(), a, "max_seqlen_kv is -1");
+  expect_launch_usage(spec_of(), a, "max_seqlen_kv is -1");
 }
 
 TEST_CASE("varlen: specs it cannot serve are refused, naming why", "[varlen]") {
   AttentionSpec doc = spec_of("causal && document(doc)");
   doc.tensors = {{"doc", ScalarType::i32, {"batch", "seq_kv"}}};
-  expect_usage(doc, varlen_args(), "tensor 'doc' has a seq_q or seq_kv extent");
+  expect_launch_usage(doc, varlen_args(), "tensor 'doc' has a seq_q or seq_kv extent");
   AttentionSpec read = spec_of("t[h] > 0.0 && kv <= q");
   read.tensors = {{"t", ScalarType::f32, {"heads_q"}}};
   ForwardArgs a = varlen_args();
-  a.buffers = {{"t", g_memory, 2}};
-  expect_usage(read, a, "block map");
+  a.buffers = {{"t", launch_memory(), 2}};
+  expect_launch_usage(read, a, "block map");
   // The same spec unpacked (no cu_seqlens) is fine.
   a.cu_seqlens_q = a.cu_seqlens_kv = nullptr;
   rt::ForwardLaunch launch;
