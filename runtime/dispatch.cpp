@@ -52,14 +52,14 @@ KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
   return choose(args, key);
 }
 
-KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form, bool may_load) const {
+KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form, void* stream) const {
   const std::string name = c.compiled->config.str() + "+gqa" + std::to_string(form.group) + (form.split ? "+split" : "") +
                            (form.varlen ? "+varlen" : "") + (form.paged ? "+paged" : "");
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     if (auto it = modules_.find(name); it != modules_.end()) return {&it->second->m.compiled, &it->second->m.loaded, c.why};
   }
-  if (!may_load) return {nullptr, nullptr, c.why};
+  if (stream_capturing(*ctx_, stream)) return {nullptr, nullptr, c.why};  // asked only when loading
   std::lock_guard<std::mutex> one_at_a_time(tune_mu_);  // one compile of it, not one per thread
   {
     std::shared_lock<std::shared_mutex> lock(mu_);

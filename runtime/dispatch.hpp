@@ -41,18 +41,18 @@ class KernelDispatch {
   // (mode quick/full, tune_on_first_use) tuning with the call's params/tensors, then the module.
   // A tuning that fails entirely keeps the base kernel, with a warning.
   Choice select(const ForwardArgs& args) const;
-  // `c`'s tile config compiled as the forward's decode forms: GQA packing of `group` query heads
-  // per CTA (Target::pack_gqa; 1: none), split-KV (Target::split_kv) and packed sequences
-  // (Target::varlen); compiled and loaded on
-  // first use, then kept. With `may_load` false (the stream is capturing a CUDA graph) a module
-  // not loaded yet is not loaded: compiled is null.
+  // `c`'s tile config compiled in the forward's serving forms: GQA packing of `group` query heads
+  // per CTA (Target::pack_gqa; 1: none), split-KV (Target::split_kv), packed sequences
+  // (Target::varlen) and a paged K/V cache (Target::paged); compiled and loaded on first use, then
+  // kept. A module not loaded yet is not loaded while `stream` captures a CUDA graph (a load would
+  // break the capture): compiled is then null. The capture is queried only then, not per launch.
   struct Form {
     int group = 1;        // Target::pack_gqa
     bool split = false;   // Target::split_kv
     bool varlen = false;  // Target::varlen
     bool paged = false;   // Target::paged
   };
-  Choice variant(const Choice& c, const Form& form, bool may_load) const;
+  Choice variant(const Choice& c, const Form& form, void* stream) const;
 
  private:
   struct Loaded;

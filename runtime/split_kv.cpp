@@ -59,7 +59,7 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
   const bool paged = args.block_table != nullptr;
   if (f.group > 1 || f.splits > 1 || varlen || paged) {
     KernelDispatch::Choice v =
-        dispatch.variant(bucket, {f.group, f.splits > 1, varlen, paged}, !stream_capturing(ctx, args.stream));
+        dispatch.variant(bucket, {f.group, f.splits > 1, varlen, paged}, args.stream);
     if (v.compiled) {
       f.pick = v;
     } else if (varlen || paged) {
