@@ -221,9 +221,9 @@ void Kernel::forward(const ForwardArgs& args) const {
   launch_on(loaded.function, "cuLaunchKernel(attention forward)");
   if (splits > 1) {
     // Varlen: the packed tokens as one sequence of batch 1 (o's batch stride is not used).
-    const auto rows_x = static_cast<unsigned>((args.seq_q + kCombineRowsPerCta - 1) / kCombineRowsPerCta);
-    rt::check_launch(d.cuLaunchKernel(loaded.combine_function, rows_x, static_cast<unsigned>(args.heads_q),
-                                      static_cast<unsigned>(varlen ? 1 : args.batch), kCombineThreads, 1, 1, 0, stream,
+    rt::check_launch(d.cuLaunchKernel(loaded.combine_function, static_cast<unsigned>(args.seq_q),
+                                      static_cast<unsigned>(args.heads_q), static_cast<unsigned>(varlen ? 1 : args.batch),
+                                      kCombineThreads, 1, 1, kCombineSharedBytes(k.spec->dsl.head_dim_v), stream,
                                       launch.slots.data(), nullptr),
                      "cuLaunchKernel(split-KV combine)", args.stream);
   }

@@ -37,11 +37,12 @@ struct ForwardParams {
   int32_t page_size, pages_per_seq;
   const int32_t* seqused_kv;
 };
-// The combine kernel: one warp per query row; grid x = ceil(seq_q / kCombineRowsPerCta), y = query
-// heads, z = batch. At most kMaxSplits splits (FlashAttention-2's cap, flash_api.cpp).
+// The combine kernel: one CTA per query row, its warps sharing the row's splits; grid x = seq_q,
+// y = query heads, z = batch. At most kMaxSplits splits (FlashAttention-2's cap, flash_api.cpp).
+// Its shared memory: the splits' weights, two floats per warp, and each warp's partial O row.
 inline constexpr int kCombineThreads = 128;
-inline constexpr int kCombineRowsPerCta = kCombineThreads / 32;
 inline constexpr int kMaxSplits = 128;
+inline constexpr int kCombineSharedBytes(int d_v) { return 4 * (kMaxSplits + 2 * (kCombineThreads / 32) + (kCombineThreads / 32) * d_v); }
 // After these come the spec's params (i32 or f32, by slot) and its tensors (global pointers,
 // by slot): see runtime/launch.cpp. Kernels with a block map (BlockMapPolicy::needed) take two
 // more pointers last: the tile lists and their counts, written by the pre-pass kernel

@@ -13,7 +13,8 @@ class Function;
 namespace flashjit {
 
 // Adds kernel `entry + "_combine"` with the forward kernel's parameter list; its grid and block
-// are kCombineRowsPerCta / kCombineThreads (templates/common/forward_abi.hpp).
+// and block are seq_q × heads_q × batch / kCombineThreads threads, with kCombineSharedBytes of
+// dynamic shared memory (templates/common/forward_abi.hpp).
 llvm::Function* emit_split_combine(llvm::Module& module, const ForwardPlan& plan, const std::string& entry);
 
 }  // namespace flashjit

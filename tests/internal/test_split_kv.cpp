@@ -1,9 +1,13 @@
 // Split-KV's host side: the automatic split count (runtime/split_kv.cpp, FlashAttention-2's rule)
-// and the check of ForwardArgs::num_splits. The kernels are tested on the GPU
-// (tests/test_gpu_split_kv.cpp).
+// the check of ForwardArgs::num_splits, and the combine's equations on host data. The kernels are
+// tested on the GPU (tests/test_gpu_split_kv.cpp).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <random>
+
 #include "compiler/analyzed_spec.hpp"
+#include "flashjit/reference.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/split_kv.hpp"
 #include "tests/internal/launch_args.hpp"
@@ -76,4 +80,73 @@ TEST_CASE("split-KV: num_splits outside 0..128 is a usage error naming it", "[sp
     CHECK_NOTHROW(rt::pack_forward(*analyze_spec(s), a, launch));
     CHECK(launch.fixed.num_splits == 1);  // Kernel::forward sets the split it launches
   }
+}
+
+namespace {
+
+// The combine kernel's equations (templates/fwd/combine.cpp) in fp64: m = max_s LSE_s (a row whose
+// splits are all empty keeps LSE −inf and O = 0), w_s = e^{LSE_s − m}, LSE = m + ln Σ w_s,
+// O = Σ_s (w_s / Σ w) · O_s.
+ref::Rows combine_host(const std::vector<ref::Rows>& parts, size_t rows, size_t d_v) {
+  ref::Rows out{std::vector<double>(rows * d_v, 0.0), std::vector<double>(rows, -INFINITY)};
+  for (size_t r = 0; r < rows; ++r) {
+    double m = -INFINITY;
+    for (const ref::Rows& p : parts) m = std::max(m, p.lse[r]);
+    if (!(m > -INFINITY)) continue;
+    double total = 0;
+    for (const ref::Rows& p : parts) total += std::exp(p.lse[r] - m);
+    out.lse[r] = m + std::log(total);
+    for (const ref::Rows& p : parts)
+      for (size_t c = 0; c < d_v; ++c) out.o[r * d_v + c] += std::exp(p.lse[r] - m) / total * p.o[r * d_v + c];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("split-KV: the combine's equations merge key ranges into the unsplit answer", "[split]") {
+  // Each split is the fp64 reference on a key range (the mask narrowed to lo <= kv < hi); merged,
+  // they must give the unsplit reference: splits that see no key (causal's early rows, a range
+  // the mask empties) and rows no split sees are the cases that break a careless merge.
+  ref::Problem p;
+  p.spec.dtype = DType::bf16;
+  p.spec.head_dim_qk = p.spec.head_dim_v = 16;
+  p.batch = 1, p.heads_q = p.heads_kv = 2, p.seq_q = 9, p.seq_kv = 37;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  for (auto* t : {&p.q, &p.k, &p.v}) {
+    t->resize(size_t((t == &p.q ? p.seq_q : p.seq_kv) * p.heads_q * 16));
+    for (auto& x : *t) x = ref::to_half_bits(normal(rng), DType::bf16);
+  }
+  std::vector<ref::RowId> rows;
+  for (int64_t h = 0; h < p.heads_q; ++h)
+    for (int64_t q = 0; q < p.seq_q; ++q) rows.push_back({0, h, q});
+  for (const char* mask : {"none", "causal", "causal_br", "kv >= 20 && q < 6", "kv < 0"})
+    for (int splits : {1, 2, 3, 7, 37}) {
+      p.spec.mask = mask;
+      const ref::Rows whole = ref::attention_fp64(p, rows);
+      std::vector<ref::Rows> parts;
+      for (int s = 0; s < splits; ++s) {
+        ref::Problem part = p;
+        const int64_t lo = s * p.seq_kv / splits, hi = (s + 1) * p.seq_kv / splits;
+        part.spec.mask = "(" + std::string(mask == std::string("none") ? "true" : mask) + ") && kv >= " +
+                         std::to_string(lo) + " && kv < " + std::to_string(hi);
+        parts.push_back(ref::attention_fp64(part, rows));
+      }
+      const ref::Rows merged = combine_host(parts, rows.size(), 16);
+      INFO(mask << ", " << splits << " splits");
+      for (size_t r = 0; r < rows.size(); ++r) {
+        INFO("row " << r);
+        if (std::isinf(whole.lse[r])) {
+          CHECK(std::isinf(merged.lse[r]));
+          CHECK(merged.lse[r] < 0);
+        } else {
+          CHECK(merged.lse[r] == Approx(whole.lse[r]).epsilon(1e-12));
+        }
+        for (size_t c = 0; c < 16; ++c) {
+          REQUIRE_FALSE(std::isnan(merged.o[r * 16 + c]));
+          CHECK(std::abs(merged.o[r * 16 + c] - whole.o[r * 16 + c]) <= 1e-12);
+        }
+      }
+    }
 }
