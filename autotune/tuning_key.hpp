@@ -73,6 +73,9 @@ struct TuningEntry {
   std::string date;              // ISO 8601 UTC; store() stamps it when empty
   std::string flashjit_version;  // set by TuningCache::store
   std::string mode;              // "quick" | "full" (informational)
+  // Split-KV pieces per row that ran fastest with `best` (forward, decode-like buckets): 0 = the
+  // runtime's automatic count (FlashAttention-2's rule), else 1..128.
+  int num_splits = 0;
 };
 
 struct TuningRecord {

@@ -51,6 +51,7 @@ void emit_body(YAML::Emitter& y, const TuningFile& f) {
     y << YAML::Key << "date" << YAML::Value << YAML::DoubleQuoted << e.date;
     y << YAML::Key << "flashjit_version" << YAML::Value << YAML::DoubleQuoted << e.flashjit_version;
     y << YAML::Key << "mode" << YAML::Value << YAML::DoubleQuoted << e.mode;
+    if (e.num_splits) y << YAML::Key << "num_splits" << YAML::Value << e.num_splits;
     y << YAML::Key << "runners_up" << YAML::Value << YAML::BeginSeq;
     for (const TrialRecord& t : e.runners_up) {
       y << YAML::Flow << YAML::BeginMap << YAML::Key << "config" << YAML::Value << config_name(t.config);
@@ -130,6 +131,10 @@ struct Reader {
       e.date = get<std::string>(n, "date", c);
       e.flashjit_version = get<std::string>(n, "flashjit_version", c);
       e.mode = n["mode"] ? get<std::string>(n, "mode", c) : "";
+      // Optional (entries without it are automatic), so files stay readable by older flashjits.
+      e.num_splits = n["num_splits"] ? get<int>(n, "num_splits", c) : 0;
+      if (e.num_splits < 0 || e.num_splits > 128)
+        fail(c + ".num_splits is " + std::to_string(e.num_splits) + "; allowed: 0 (automatic) to 128");
       YAML::Node ru = need(n, "runners_up", c);
       if (!ru.IsSequence()) fail(c + ".runners_up is not a list");
       for (size_t k = 0; k < ru.size(); ++k) {

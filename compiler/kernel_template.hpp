@@ -37,6 +37,10 @@ struct Target {
   // The forward over a paged K/V cache (vLLM's PagedAttention layout): K/V rows found through a
   // block table, per-sequence key counts from seqused_kv (templates/common/forward_abi.hpp).
   bool paged = false;
+  // Paged: the page size (rows) the copies are specialised for, a positive multiple of 16; 0: read
+  // at run time. A page size that divides the key tile, or that the key tile divides, makes a tile's
+  // table lookups one per page instead of one per copied row (tile/copy.hpp).
+  int page_size = 0;
 };
 
 // A launch's fixed facts, as the runtime needs them.

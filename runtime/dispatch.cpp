@@ -54,16 +54,17 @@ KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
 
 KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form, void* stream) const {
   const std::string name = c.compiled->config.str() + "+gqa" + std::to_string(form.group) + (form.split ? "+split" : "") +
-                           (form.varlen ? "+varlen" : "") + (form.paged ? "+paged" : "");
+                           (form.varlen ? "+varlen" : "") +
+                           (form.paged ? "+paged" + std::to_string(form.page_size) : "");
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    if (auto it = modules_.find(name); it != modules_.end()) return {&it->second->m.compiled, &it->second->m.loaded, c.why};
+    if (auto it = modules_.find(name); it != modules_.end()) return {&it->second->m.compiled, &it->second->m.loaded, c.why, c.splits};
   }
-  if (stream_capturing(*ctx_, stream)) return {nullptr, nullptr, c.why};  // asked only when loading
+  if (stream_capturing(*ctx_, stream)) return {nullptr, nullptr, c.why, c.splits};  // asked only when loading
   std::lock_guard<std::mutex> one_at_a_time(tune_mu_);  // one compile of it, not one per thread
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    if (auto it = modules_.find(name); it != modules_.end()) return {&it->second->m.compiled, &it->second->m.loaded, c.why};
+    if (auto it = modules_.find(name); it != modules_.end()) return {&it->second->m.compiled, &it->second->m.loaded, c.why, c.splits};
   }
   KernelRequest request;
   request.target = source_.target;
@@ -71,6 +72,7 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
   request.target.split_kv = form.split;
   request.target.varlen = form.varlen;
   request.target.paged = form.paged;
+  request.target.page_size = form.page_size;
   request.config = c.compiled->config;
   auto l = std::make_unique<Loaded>();
   l->ctx = ctx_;
@@ -78,11 +80,11 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
   l->m.compiled.config_reason = c.compiled->config_reason;
   std::unique_lock<std::shared_mutex> lock(mu_);
   auto it = modules_.emplace(name, std::move(l)).first;
-  return {&it->second->m.compiled, &it->second->m.loaded, c.why};
+  return {&it->second->m.compiled, &it->second->m.loaded, c.why, c.splits};
 }
 
 TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why,
-                                  bool* memoise) const {
+                                  bool* memoise, int* splits) const {
   const std::string bucket = key.bucket.str();
   const DeviceInfo& info = ctx_->info;
   if (stream_capturing(*ctx_, args.stream)) {
@@ -98,6 +100,7 @@ TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::Tunin
   }
   if (std::optional<autotune::TuningEntry> e = lookup_tuning(info, *source_.spec, key)) {
     *why = tuned_reason(e->date, e->mode, e->median_ms, bucket);
+    *splits = e->num_splits;
     return e->best;
   }
   if (!dispatch_.tune_on_first_use) {
@@ -120,6 +123,7 @@ TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::Tunin
     TuneOutcome o = tune_shape(ctx_, job);
     if (o.result.measured) {
       *why = tuned_reason(o.date, std::string(autotune::tune_mode_name(mode_)) + " now", o.result.best_m.median_ms, bucket);
+      *splits = o.best_splits;
       return o.result.best;
     }
     *why = base_->config_reason + "; tuning found no working config for bucket " + bucket + ": " + o.result.summary;
@@ -134,8 +138,9 @@ KernelDispatch::Choice KernelDispatch::choose(const ForwardArgs& args, const aut
   const std::string bucket = key.bucket.str();
   std::string why;
   bool memoise = true;
-  const TileConfig config = decide(args, key, &why, &memoise);
-  Choice c{base_, base_loaded_, nullptr};
+  int splits = 0;
+  const TileConfig config = decide(args, key, &why, &memoise, &splits);
+  Choice c{base_, base_loaded_, nullptr, splits};
   if (!autotune::same_config(config, base_->config)) {
     const std::string name = config.str();
     std::unique_lock<std::shared_mutex> lock(mu_, std::defer_lock);
@@ -157,7 +162,8 @@ KernelDispatch::Choice KernelDispatch::choose(const ForwardArgs& args, const aut
         log::warn("autotune: " + why);
       }
     }
-    if (it != modules_.end()) c = {&it->second->m.compiled, &it->second->m.loaded, nullptr};
+    if (it != modules_.end()) c = {&it->second->m.compiled, &it->second->m.loaded, nullptr, splits};
+    else c.splits = 0;  // the tuning's count belongs to its config
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (!memoise) {

@@ -36,6 +36,7 @@ class KernelDispatch {
     const CompiledKernel* compiled = nullptr;  // valid as long as the dispatch
     const LoadedModule* loaded = nullptr;
     const std::string* why = nullptr;          // "heuristic ...", "tuned 2025-01-31 (quick, 1.234 ms)", "given ..."
+    int splits = 0;                            // the bucket's tuned split-KV count; 0: automatic
   };
   // The kernel for this call's shape bucket. On the bucket's first call: tuning cache lookup, then
   // (mode quick/full, tune_on_first_use) tuning with the call's params/tensors, then the module.
@@ -51,6 +52,7 @@ class KernelDispatch {
     bool split = false;   // Target::split_kv
     bool varlen = false;  // Target::varlen
     bool paged = false;   // Target::paged
+    int page_size = 0;    // Target::page_size
   };
   Choice variant(const Choice& c, const Form& form, void* stream) const;
 
@@ -58,7 +60,9 @@ class KernelDispatch {
   struct Loaded;
   Choice choose(const ForwardArgs& args, const autotune::TuningKey& key) const;
   // The config for the bucket and why: a stored tuning, a tuning now, or the base's.
-  TileConfig decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why, bool* memoise) const;
+  // `*splits`: the tuning's split-KV count (0: automatic).
+  TileConfig decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why, bool* memoise,
+                    int* splits) const;
   std::shared_ptr<Context> ctx_;
   KernelSource source_;
   DispatchOptions dispatch_;

@@ -53,13 +53,17 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
   }
   f.heads_y = f.group > 1 ? args.heads_kv : args.heads_q;
   f.q_tiles = (seq_q * f.group + c.block_m - 1) / c.block_m;
+  // Given, else the bucket's tuned count (at most one split per key tile: the bucket's shapes have
+  // down to half the tuned one's keys), else FlashAttention-2's rule.
+  const int64_t key_tiles = (seq_kv + c.block_n - 1) / c.block_n;
   f.splits = args.num_splits != 0 ? args.num_splits
-                                  : auto_splits({f.q_tiles * f.heads_y * args.batch, (seq_kv + c.block_n - 1) / c.block_n,
-                                                 ctx.info.sm_count, bucket.loaded->ctas_per_sm});
+             : bucket.splits > 0  ? int(std::max<int64_t>(1, std::min<int64_t>(bucket.splits, key_tiles)))
+                                  : auto_splits({f.q_tiles * f.heads_y * args.batch, key_tiles, ctx.info.sm_count,
+                                                 bucket.loaded->ctas_per_sm});
   const bool paged = args.block_table != nullptr;
   if (f.group > 1 || f.splits > 1 || varlen || paged) {
     KernelDispatch::Choice v =
-        dispatch.variant(bucket, {f.group, f.splits > 1, varlen, paged}, args.stream);
+        dispatch.variant(bucket, {f.group, f.splits > 1, varlen, paged, paged ? int(args.page_size) : 0}, args.stream);
     if (v.compiled) {
       f.pick = v;
     } else if (varlen || paged) {
@@ -77,7 +81,7 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
       pack_note = ", not packed or split: capturing";
     }
   }
-  const char* why = args.num_splits == 0 ? " (automatic)" : " (given)";
+  const char* why = args.num_splits != 0 ? " (given)" : bucket.splits > 0 ? " (tuned)" : " (automatic)";
   f.note = ", " + (f.splits > 1 ? "split-KV into " + std::to_string(f.splits) + why : std::string("no split") + why) +
            (f.group > 1 ? ", GQA packing " + std::to_string(f.group) : pack_note) + (varlen ? ", varlen" : "") + (paged ? ", paged K/V" : "");
   return f;

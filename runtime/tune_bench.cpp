@@ -213,7 +213,11 @@ void TuneBench::poison() {  // NaN in fp16, bf16 and fp32
   buffers_[kSet0Lse].fill_bytes(0xFF);
 }
 
-void TuneBench::launch(int r) { current_->forward(sets_[size_t(r) % sets_.size()]); }
+void TuneBench::launch(int r) {
+  ForwardArgs& a = sets_[size_t(r) % sets_.size()];
+  a.num_splits = splits_;
+  current_->forward(a);
+}
 
 std::optional<std::string> TuneBench::check(const TileConfig&) {
   std::vector<uint16_t> out(size_t(problem_.batch * problem_.seq_q * problem_.heads_q * problem_.d_v()));

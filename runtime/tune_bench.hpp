@@ -86,6 +86,8 @@ class TuneBench final : public CandidateBench {
 
   std::optional<std::string> prune(const TileConfig& c) override;
   std::string fingerprint(const TileConfig& c) override;
+  // ForwardArgs::num_splits of the timed launches from now on (0: automatic, the default).
+  void force_splits(int n) { splits_ = n; }
 
  private:
   struct Built {
@@ -107,6 +109,7 @@ class TuneBench final : public CandidateBench {
   ref::Problem problem_;               // set 0 on the host: what every config's output is judged by
   ref::Expected expected_;             // the fp64 reference of problem_'s checked rows
   std::vector<ForwardArgs> sets_;
+  int splits_ = 0;
 };
 
 }  // namespace flashjit::rt

@@ -40,6 +40,7 @@ std::string memo_key(const autotune::GpuIdentity& gpu, const autotune::TuningKey
 void store_result(TuneOutcome& out, const TuneJob& job) {
   autotune::TuningEntry e = autotune::tuning_entry_from(out.result, job.source.spec->spec.name);
   e.mode = autotune::tune_mode_name(job.mode);
+  e.num_splits = out.best_splits;
   e.date = utc_iso8601(std::time(nullptr));
   out.date = e.date;
   try {
@@ -53,6 +54,39 @@ void store_result(TuneOutcome& out, const TuneJob& job) {
     log::warn(std::string("autotune: the result could not be stored in the tuning cache: ") + ex.what() +
               " (it is used in this process only)");
   }
+}
+
+// Split-KV counts for the search's winner on shapes whose unsplit launch leaves SMs idle (fewer
+// CTAs than 4 waves of one per SM): FlashAttention-2's automatic rule (what the search timed)
+// against fixed counts. A fixed count is kept only when it beats the automatic one by more than 3%,
+// the spread of repeated timings of one config.
+void sweep_splits(TuneBench& bench, TuneOutcome& out, const TuneJob& job, const DeviceInfo& info) {
+  const ProblemShape& s = job.shape;
+  const TileConfig& c = out.result.best;
+  const int64_t ctas = (s.seq_q + c.block_m - 1) / c.block_m * s.heads_q * s.batch;
+  const int64_t key_tiles = (s.seq_kv + c.block_n - 1) / c.block_n;
+  if (ctas >= 4 * int64_t(info.sm_count) || key_tiles < 2) return;
+  double best = out.result.best_m.median_ms;
+  for (int n : {1, 2, 4, 8, 16, 32, 64, 128}) {
+    if (n > key_tiles) break;
+    bench.force_splits(n);
+    const autotune::Measurement m = bench.measure(c);
+    out.splits_tried.emplace_back(n, m);
+    if (job.progress)
+      *job.progress << "[splits " << n << "] " << c.str() << " → "
+                    << (m.ok ? format_ms(m.median_ms) + " ms" : "failed: " + m.failure_reason) << " (automatic "
+                    << format_ms(out.result.best_m.median_ms) << " ms)\n";
+    if (m.ok && m.median_ms < 0.97 * best) {
+      best = m.median_ms;
+      out.best_splits = n;
+    }
+  }
+  bench.force_splits(0);
+  for (const auto& [n, m] : out.splits_tried)
+    if (n == out.best_splits) out.result.best_m = m;
+  if (job.progress)
+    *job.progress << "split-KV: " << (out.best_splits ? std::to_string(out.best_splits) + " pieces" : std::string("automatic"))
+                  << " for " << c.str() << " (" << format_ms(out.result.best_m.median_ms) << " ms)\n";
 }
 
 }  // namespace
@@ -134,6 +168,8 @@ TuneOutcome tune_shape(const std::shared_ptr<Context>& ctx, const TuneJob& job) 
   for (const autotune::Candidate& c : out.result.candidates)
     if (autotune::same_config(c.config, out.heuristic) && c.m.ok) out.heuristic_m = c.m;
   log::info("autotune " + out.key.str() + ": " + out.result.summary);
+  if (out.result.measured && !job.backward && job.mode != TuneMode::off)
+    sweep_splits(static_cast<TuneBench&>(*bench), out, job, ctx->info);
   if (out.result.measured && job.store) store_result(out, job);
   return out;
 }

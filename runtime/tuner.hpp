@@ -61,6 +61,10 @@ struct TuneOutcome {
   bool stored = false;
   std::string store_error;
   std::string date;                   // of the stored entry
+  // Forward on a decode-like shape: the winner timed with fixed split-KV counts after the search;
+  // best_splits is the count stored (0: the automatic one was as fast, within 3%).
+  std::vector<std::pair<int, autotune::Measurement>> splits_tried;
+  int best_splits = 0;
 };
 
 // Tunes one shape in `ctx`: prune (the plan's limits, shared memory vs the opt-in limit,

@@ -49,6 +49,30 @@ void write_report(llvm::json::OStream& j, const TuneReport& r) {
   });
 }
 
+// The search's JSON with the split-KV sweep added as "split_kv": {"best": n (0: automatic),
+// "tried": [{"num_splits", "median_ms" | "failed"}]} when the winner was swept (decode-like shapes).
+std::string with_splits(const std::string& search_json, const rt::TuneOutcome& out) {
+  if (out.splits_tried.empty() || search_json.empty()) return search_json;
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse(search_json);
+  if (!v) {
+    llvm::consumeError(v.takeError());
+    return search_json;
+  }
+  if (!v->getAsObject()) return search_json;
+  llvm::json::Array tried;
+  for (const auto& [n, m] : out.splits_tried) {
+    llvm::json::Object t{{"num_splits", n}};
+    if (m.ok) t["median_ms"] = m.median_ms;
+    else t["failed"] = m.failure_reason;
+    tried.push_back(std::move(t));
+  }
+  (*v->getAsObject())["split_kv"] = llvm::json::Object{{"best", out.best_splits}, {"tried", std::move(tried)}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << *v;
+  return os.str();
+}
+
 }  // namespace
 
 TuneReport tune(const Runtime& runtime, const AttentionSpec& spec, const ProblemShape& shape, const TuneOptions& o) {
@@ -87,7 +111,9 @@ TuneReport tune(const Runtime& runtime, const AttentionSpec& spec, const Problem
   r.store_error = out.store_error;
   r.date = out.date;
   r.summary = out.result.summary;
-  r.search_json = autotune::search_result_json(out.result);
+  if (!out.splits_tried.empty())
+    r.summary += "; split-KV " + (out.best_splits ? std::to_string(out.best_splits) + " pieces (tuned)" : std::string("automatic"));
+  r.search_json = with_splits(autotune::search_result_json(out.result), out);
   return r;
 }
 

@@ -1,7 +1,8 @@
 // Paged K/V caches (ForwardArgs::block_table) on the GPU against the fp64 reference: page sizes
-// 16, 64 and 256 over a shuffled block table, per-sequence key counts (seqused_kv) down to 0,
-// decode and chunked-prefill query lengths, GQA (packed), split-KV given and automatic. Each
-// sequence is checked as its own problem with its keys laid out contiguously.
+// 16, 64 and 256 (one table lookup per page of a key tile) and 48 and 80 (one per copied row) over
+// a shuffled block table, per-sequence key counts (seqused_kv) down to 0, decode and
+// chunked-prefill query lengths, GQA (packed), split-KV given and automatic. Each sequence is
+// checked as its own problem with its keys laid out contiguously.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -118,7 +119,7 @@ ref::Verdict run_paged(const Runtime& rt, const PagedCase& c, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("gpu paged: a shuffled block table of 16-, 64- and 256-key pages against fp64", "[gpu][paged]") {
+TEST_CASE("gpu paged: a shuffled block table of 16-, 48-, 64-, 80- and 256-key pages against fp64", "[gpu][paged]") {
   REQUIRE_GPU_OR_SKIP();
   Runtime rt = Runtime::create(0);
   uint64_t seed = std::random_device{}();
@@ -130,6 +131,10 @@ TEST_CASE("gpu paged: a shuffled block table of 16-, 64- and 256-key pages again
   cases.push_back({make_spec(DType::f16, 64, 64, "causal_br"), 16, {300, 129, 2000}, 64, 8, 2, 0});       // chunked prefill
   cases.push_back({make_spec(DType::bf16, 128, 128, "none"), 4, {777, 33}, 16, 4, 4, 0, false});        // seqused null
   cases.push_back({make_spec(DType::bf16, 96, 96, "causal_br && kv >= q + seq_kv - seq_q - 200"), 2, {900, 5}, 32, 16, 2, 2});
+  // A page size that neither divides a key tile nor is a multiple of one: the copies' generic
+  // lookup (one per copied row) instead of one per page.
+  cases.push_back({make_spec(DType::bf16, 128, 128, "causal_br"), 1, {1000, 17, 0, 4097}, 48, 32, 8, 0});
+  cases.push_back({make_spec(DType::f16, 64, 64, "none"), 3, {500, 1}, 80, 8, 8, 2});
   for (const PagedCase& c : cases) {
     INFO(c.spec.canonical() << " page " << c.page_size << " splits " << c.num_splits);
     const ref::Verdict v = run_paged(rt, c, seed++);

@@ -142,6 +142,43 @@ TEST_CASE("tune: quick tuning stores an entry and a second kernel uses it withou
   CHECK(s1.specs_analyzed == s0.specs_analyzed);  // launches never parse or analyse the spec
 }
 
+TEST_CASE("tune: a decode shape's split-KV count is swept for the winner and stored with it", "[tune][gpu][split]") {
+  REQUIRE_GPU_OR_SKIP();
+  ScopedCacheDir cache;
+  Runtime rt = Runtime::create(0);
+  TuneOptions options;
+  options.mode = "quick";
+  options.reps = 5;
+  AttentionSpec spec = small_spec("none");
+  spec.name = "tune_splits";
+  ProblemShape s;  // one query row per head over 8192 keys: 8 CTAs unsplit, on any GPU idle SMs
+  s.batch = 1, s.heads_q = 8, s.heads_kv = 8, s.seq_q = 1, s.seq_kv = 8192;
+  TuneReport o = tune(rt, spec, s, options);
+  INFO(o.summary << "\n" << o.search_json);
+  REQUIRE(o.found);
+  CHECK(o.stored);
+  CHECK_THAT(o.summary, Catch::Contains("; split-KV "));
+  // Fixed counts 1, 2, 4, ... up to the key tiles were timed, each judged by the fp64 reference.
+  CHECK_THAT(o.search_json, Catch::Contains("\"split_kv\"") && Catch::Contains("\"num_splits\":1}") &&
+                                Catch::Contains("\"num_splits\":8}"));
+  CHECK_THAT(o.search_json, !Catch::Contains("wrong output"));
+  // The stored entry carries the count the report names (none when automatic was as fast).
+  std::string text;
+  for (const auto& e : fs::directory_iterator(cache.dir.path + "/tuning"))
+    if (e.path().extension() == ".yaml") {
+      std::ifstream f(e.path());
+      text.assign(std::istreambuf_iterator<char>(f), {});
+    }
+  const size_t at = o.summary.find("; split-KV ");
+  const std::string told = o.summary.substr(at + 11);
+  if (told == "automatic") {
+    CHECK_THAT(text, !Catch::Contains("num_splits"));
+  } else {
+    const std::string n = told.substr(0, told.find(' '));
+    CHECK_THAT(text, Catch::Contains("num_splits: " + n + "\n"));
+  }
+}
+
 TEST_CASE("tune: a compile-cache hit on the second Runtime::compile avoids LLVM", "[tune][gpu]") {
   REQUIRE_GPU_OR_SKIP();
   ScopedCacheDir cache;

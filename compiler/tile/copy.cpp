@@ -2,6 +2,11 @@
 
 #include "compiler/tile/mma.hpp"
 
+#include <algorithm>
+#include <vector>
+
+#include <llvm/IR/InlineAsm.h>
+
 namespace flashjit::tile {
 
 namespace {
@@ -31,6 +36,77 @@ void copy_ragged(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, 
   }
 }
 
+// The block table's entries never change during a launch: loads the compiler may treat as
+// invariant (ld.global.nc), free to be issued early.
+Value* load_page(Emitter& e, const GlobalRows& src, Value* slot) {
+  auto* load = e.b.CreateAlignedLoad(e.i32(), e.b.CreateGEP(e.i32(), src.page_table, slot), llvm::Align(4));
+  load->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(e.b.getContext(), {}));
+  return load;
+}
+
+// Offsets of rows first + w·rp, w < n_waves, of a paged source, for a thread to add r·row_stride
+// (r < rp) to: rp divides 16, which divides both the page size and `first` (a key tile's start), so
+// a wave's rp rows never straddle a page. Everything here depends on `first` alone — the same in
+// every thread, which ptxas can keep in uniform registers — with one division: later rows step
+// `within` by rp and carry into the next slot. Slots are clamped to the sequence's last page: a
+// row past the end reads nothing, but its table entry is loaded. The entries 32 pages ahead are
+// prefetched into L1 (PTX ISA §9.7.9.15, "prefetch"): a table line holds 32 pages, and without it
+// the first lookup in each new line waits for a miss with the whole tile's copies behind it.
+std::vector<Value*> paged_offsets(Emitter& e, const GlobalRows& src, Value* first, int rp, int n_waves) {
+  auto& B = e.b;
+  Value* r = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, first, e.c32(0));
+  Value* last = B.CreateUDiv(B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(src.end, e.c32(1)), e.c32(0)),
+                             src.page_size);
+  Value* slot = B.CreateUDiv(r, src.page_size);
+  Value* within = B.CreateSub(r, B.CreateMul(slot, src.page_size));
+  std::vector<Value*> offsets;
+  for (int w = 0; w < n_waves; ++w) {
+    if (w) {
+      within = B.CreateAdd(within, e.c32(rp));
+      Value* cross = B.CreateICmpSGE(within, src.page_size);
+      within = B.CreateSelect(cross, B.CreateSub(within, src.page_size), within);
+      slot = B.CreateAdd(slot, B.CreateZExt(cross, e.i32()));
+    }
+    Value* page = load_page(e, src, B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, slot, last));
+    offsets.push_back(B.CreateAdd(B.CreateMul(B.CreateSExt(page, e.i64()), src.page_stride),
+                                  B.CreateMul(B.CreateSExt(within, e.i64()), src.row_stride)));
+  }
+  Value* ahead = B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(32)), last);
+  Value* line = B.CreateGEP(e.i32(), src.page_table, ahead);
+  auto* type = llvm::FunctionType::get(B.getVoidTy(), {line->getType()}, false);
+  B.CreateCall(llvm::InlineAsm::get(type, "prefetch.global.L1 [$0];", "l", /*hasSideEffects=*/true), {line});
+  return offsets;
+}
+
+// The specialised page size P (GlobalRows::page_rows) divides the tile's `rows` or is a multiple of
+// them, and the tile starts at a multiple of `rows` (a key tile): the tile covers max(1, rows / P)
+// whole or part pages. One table load per page — the same address in every thread — and the
+// thread's own row and chunk (`mine`) added once; copies within a page then step by the row stride,
+// as unpaged rows do. The entries 32 pages ahead are prefetched into L1 (PTX ISA §9.7.9.15,
+// "prefetch"): a table line holds 32 pages, and without it the first lookup in each new line waits
+// for a miss with the whole tile's copies behind it.
+std::vector<Value*> page_bases(Emitter& e, const GlobalRows& src, int rows, Value* mine) {
+  auto& B = e.b;
+  const int P = src.page_rows;
+  Value* first = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, src.first, e.c32(0));
+  Value* slot = B.CreateUDiv(first, e.c32(P));
+  Value* within = B.CreateURem(first, e.c32(P));  // 0 when P divides rows
+  // Rows past the end are never read, but the pages' entries are loaded: clamp to the last page.
+  Value* last = B.CreateUDiv(B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(src.end, e.c32(1)), e.c32(0)),
+                             e.c32(P));
+  Value* in_page = B.CreateAdd(B.CreateMul(B.CreateZExt(within, e.i64()), src.row_stride), mine);
+  std::vector<Value*> bases;
+  for (int j = 0; j < std::max(1, rows / P); ++j) {
+    Value* page = load_page(e, src, B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(j)), last));
+    bases.push_back(B.CreateAdd(B.CreateMul(B.CreateSExt(page, e.i64()), src.page_stride), in_page));
+  }
+  Value* ahead = B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(32)), last);
+  Value* line = B.CreateGEP(e.i32(), src.page_table, ahead);
+  auto* type = llvm::FunctionType::get(B.getVoidTy(), {line->getType()}, false);
+  B.CreateCall(llvm::InlineAsm::get(type, "prefetch.global.L1 [$0];", "l", /*hasSideEffects=*/true), {line});
+  return bases;
+}
+
 }  // namespace
 
 Value* row_offset(Emitter& e, const GlobalRows& src, Value* row) {
@@ -42,7 +118,7 @@ Value* row_offset(Emitter& e, const GlobalRows& src, Value* row) {
                                        B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, row, B.CreateSub(src.end, e.c32(1))),
                                        e.c32(0));
     Value* slot = B.CreateUDiv(r, src.page_size);
-    Value* page = B.CreateAlignedLoad(e.i32(), B.CreateGEP(e.i32(), src.page_table, slot), llvm::Align(4));
+    Value* page = load_page(e, src, slot);
     Value* within = B.CreateSub(r, B.CreateMul(slot, src.page_size));
     return B.CreateAdd(B.CreateMul(B.CreateSExt(page, e.i64()), src.page_stride),
                        B.CreateMul(B.CreateZExt(within, e.i64()), src.row_stride));
@@ -75,15 +151,29 @@ void copy_rows(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, in
   // slice's first row.
   auto waves = [&](bool checked) {
     Value* row = B.CreateAdd(src.first, r0);
-    Value* off = B.CreateAdd(row_offset(e, src, row), B.CreateZExt(B.CreateShl(c0, 3), e.i64()));
+    Value* col = B.CreateZExt(B.CreateShl(c0, 3), e.i64());
+    // Paged rows, rp dividing 16: each wave's offset from the tile's first row (paged_offsets),
+    // the thread's own row and chunk added once; the table loads are in flight together before
+    // the first cp.async. `first` is a multiple of 16 here: a key tile's start.
+    const int n_waves = (total + threads - 1) / threads;
+    const int P = src.page_rows;
+    const bool by_page = src.page_table && P > 0 && (P % dst.rows == 0 || dst.rows % P == 0) && P % rp == 0;
+    const bool by_wave = src.page_table && !by_page && 16 % rp == 0;
+    const std::vector<Value*> paged = by_wave ? paged_offsets(e, src, src.first, rp, n_waves) : std::vector<Value*>{};
+    Value* mine = by_wave || by_page ? B.CreateAdd(B.CreateMul(B.CreateZExt(r0, e.i64()), src.row_stride), col) : nullptr;
+    const std::vector<Value*> pages = by_page ? page_bases(e, src, dst.rows, mine) : std::vector<Value*>{};
+    Value* off = by_page ? pages[0] : by_wave ? B.CreateAdd(paged[0], mine) : B.CreateAdd(row_offset(e, src, row), col);
     Value* p = B.CreateGEP(B.getInt16Ty(), src.base, off);
     Value* step = B.CreateMul(src.row_stride, e.c64(rp));
     for (int wave = 0; wave * threads < total; ++wave) {
       // Packed rows do not step by a fixed stride: each wave's address from its row.
-      if (wave && (src.group > 1 || src.page_table))
-        p = B.CreateGEP(B.getInt16Ty(), src.base,
-                        B.CreateAdd(row_offset(e, src, B.CreateAdd(row, e.c32(wave * rp))),
-                                    B.CreateZExt(B.CreateShl(c0, 3), e.i64())));
+      if (wave && by_page && P < dst.rows && wave * rp % P == 0)
+        p = B.CreateGEP(B.getInt16Ty(), src.base, pages[size_t(wave * rp / P)]);
+      else if (wave && by_page) p = B.CreateGEP(B.getInt16Ty(), p, step);
+      else if (wave && by_wave)
+        p = B.CreateGEP(B.getInt16Ty(), src.base, B.CreateAdd(paged[size_t(wave)], mine));
+      else if (wave && (src.group > 1 || src.page_table))
+        p = B.CreateGEP(B.getInt16Ty(), src.base, B.CreateAdd(row_offset(e, src, B.CreateAdd(row, e.c32(wave * rp))), col));
       else if (wave) p = B.CreateGEP(B.getInt16Ty(), p, step);
       const int k = wave * rp % 8;
       Value* dst_addr = B.CreateAdd(dst.base, wave_off[k]);

@@ -22,6 +22,7 @@ struct GlobalRows {
   llvm::Value* page_table = nullptr;   // ptr addrspace(1) to i32, this sequence's row of the table
   llvm::Value* page_size = nullptr;    // i32
   llvm::Value* page_stride = nullptr;  // i64, elements
+  int page_rows = 0;                   // the page size when the code is specialised for it; 0: page_size
 };
 
 // Element offset of row `row` (i32) of `src`, in i64.

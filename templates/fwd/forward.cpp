@@ -259,7 +259,9 @@ void ForwardKernel::issue_kv(Value* j, Value* entry, bool once) {
   Value* n0 = B.CreateMul(walk_->tile(e_, j, entry), e_.c32(BN));
   auto rows = [&](Value* base, int t) {
     tile::GlobalRows r{base, strides_[t][1], n0, seq_kv_};
-    if (PAGED) r.page_table = page_table_, r.page_size = arg(kParamPageSize), r.page_stride = strides_[t][0];
+    if (PAGED)
+      r.page_table = page_table_, r.page_size = arg(kParamPageSize), r.page_stride = strides_[t][0],
+      r.page_rows = plan_.target.page_size;
     return r;
   };
   tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), rows(k_base_, 1), spec_.head_dim_qk,

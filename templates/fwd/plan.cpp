@@ -151,6 +151,8 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     if (std::optional<std::string> why = varlen_blocker(*spec))
       reject(c, std::string(target.varlen ? "varlen" : "a paged K/V cache") + " is not possible: " + *why);
   if (target.varlen && target.paged) reject(c, "varlen with a paged K/V cache is not supported yet");
+  if (target.page_size && (!target.paged || target.page_size < 0 || target.page_size % 16))
+    reject(c, "page_size " + std::to_string(target.page_size) + " is not allowed: a positive multiple of 16, paged only");
   ForwardPlan p;
   p.spec = spec;
   p.config = c;
@@ -193,7 +195,7 @@ std::string ForwardPlan::describe() const {
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << " +split";
   if (target.varlen) o << " +varlen";
-  if (target.paged) o << " +paged";
+  if (target.paged) o << " +paged" << (target.page_size ? std::to_string(target.page_size) : "");
   o << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";
   return o.str();
 }

@@ -10,9 +10,9 @@ namespace flashjit {
 namespace {
 
 // Bump a version whenever that template's generated code changes: its cached kernels then miss.
-constexpr const char* kForwardVersion = "fwd-14";
+constexpr const char* kForwardVersion = "fwd-15";
 constexpr const char* kBlockMapVersion = "map-5";
-constexpr const char* kCombineVersion = "combine-3";
+constexpr const char* kCombineVersion = "combine-4";
 
 class ForwardKernelPlan final : public KernelPlan {
  public:
@@ -27,7 +27,7 @@ class ForwardKernelPlan final : public KernelPlan {
   std::string variant() const override {
     return std::string(p_.wgmma ? "wgmma" : "mma.sync") +
            (p_.target.pack_gqa > 1 ? "+gqa" + std::to_string(p_.target.pack_gqa) : "") +
-           (p_.target.split_kv ? "+split" : "") + (p_.target.varlen ? "+varlen" : "") + (p_.target.paged ? "+paged" : "");
+           (p_.target.split_kv ? "+split" : "") + (p_.target.varlen ? "+varlen" : "") + (p_.target.paged ? "+paged" + (p_.target.page_size ? std::to_string(p_.target.page_size) : "") : "");
   }
   std::string describe() const override { return p_.describe(); }
   LaunchFacts launch() const override {

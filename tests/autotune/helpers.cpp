@@ -108,7 +108,7 @@ TuningEntry sample_entry(int block_m, double median_ms, const std::string& spec_
 bool same_entry(const TuningEntry& a, const TuningEntry& b) {
   if (a.spec_name != b.spec_name || !same_config(a.best, b.best) || a.median_ms != b.median_ms ||
       a.p20_ms != b.p20_ms || a.p80_ms != b.p80_ms || a.date != b.date || a.flashjit_version != b.flashjit_version ||
-      a.mode != b.mode || a.runners_up.size() != b.runners_up.size())
+      a.mode != b.mode || a.num_splits != b.num_splits || a.runners_up.size() != b.runners_up.size())
     return false;
   for (size_t i = 0; i < a.runners_up.size(); ++i) {
     const TrialRecord &x = a.runners_up[i], &y = b.runners_up[i];

@@ -186,6 +186,30 @@ TEST_CASE("tuning cache: import keeps the faster entry for the same GPU and key"
   CHECK(mine.lookup(sample_gpu(), sample_tuning_key("c"))->median_ms == 0.70);
 }
 
+TEST_CASE("tuning cache: a tuned split-KV count round-trips, is optional, and is range-checked", "[autotune][tuning]") {
+  TempDir dir;
+  TuningCache tc(dir.path(), "0.1.0");
+  TuningEntry split = sample_entry(64, 0.05);
+  split.num_splits = 16;
+  tc.store(sample_gpu(), sample_tuning_key("dec"), split);
+  tc.store(sample_gpu(), sample_tuning_key("pre"), sample_entry(128, 0.5));
+  CHECK(tc.lookup(sample_gpu(), sample_tuning_key("dec"))->num_splits == 16);
+  CHECK(tc.lookup(sample_gpu(), sample_tuning_key("pre"))->num_splits == 0);
+  // Written only when tuned, so files of entries without it read the same in older flashjits.
+  const std::string text = read_file_status(tc.path_for(sample_gpu())).content;
+  CHECK(text.find("num_splits: 16") != std::string::npos);
+  CHECK(text.find("num_splits") == text.rfind("num_splits"));
+  // Export and import carry it.
+  TempDir other;
+  TuningCache copy(other.path(), "0.1.0");
+  copy.import_yaml(tc.export_yaml(), "bundle.yaml");
+  CHECK(copy.lookup(sample_gpu(), sample_tuning_key("dec"))->num_splits == 16);
+  // Out of range: the import names the field and what is allowed.
+  std::string bad = tc.export_yaml();
+  bad.replace(bad.find("num_splits: 16"), 14, "num_splits: 129");
+  CHECK_THROWS_WITH(copy.import_yaml(bad, "bad.yaml"), Catch::Contains("num_splits is 129") && Catch::Contains("0 (automatic) to 128"));
+}
+
 TEST_CASE("tuning cache: a malformed import names the problem and changes nothing", "[autotune][tuning]") {
   TempDir dir;
   TuningCache tc(dir.path(), "0.1.0");

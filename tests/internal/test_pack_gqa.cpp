@@ -26,12 +26,14 @@ AttentionSpec spec_of(int d, const std::string& mask, const std::string& score =
 }
 
 PlannedKernel plan_packed(const AttentionSpec& s, int group, const std::string& arch = "sm_90a", bool split = false,
-                          bool varlen = false) {
+                          bool varlen = false, bool paged = false, int page_size = 0) {
   KernelRequest r;
   r.target.arch = arch;
   r.target.pack_gqa = group;
   r.target.split_kv = split;
   r.target.varlen = varlen;
+  r.target.paged = paged;
+  r.target.page_size = page_size;
   return plan_kernel(analyze_spec(s), r);
 }
 
@@ -96,7 +98,7 @@ TEST_CASE("pack_gqa: the runtime packs when the packed tiles are fuller (FlashAt
   CHECK_FALSE(rt::pack_gqa_pays(0, 8, 64));
 }
 
-TEST_CASE("pack_gqa: the packed, split and varlen forwards assemble without spills on sm_90a and sm_80",
+TEST_CASE("pack_gqa: the packed, split, varlen and paged forwards assemble without spills on sm_90a and sm_80",
           "[pack_gqa][ptxas]") {
   const std::string tool = ptxas();
   if (tool.empty()) SKIP_TEST("ptxas not found: the packed PTX was produced but not assembled");
@@ -109,11 +111,13 @@ TEST_CASE("pack_gqa: the packed, split and varlen forwards assemble without spil
       {spec_of(128, "causal_br"), 1}};
   for (const auto& [spec, group] : cases)
     for (const char* arch : {"sm_90a", "sm_80"})
-      for (int form = 0; form < 3; ++form) {  // packed; packed and split; packed, split and varlen
+      // packed; + split; + split and varlen; + split and paged: the page size read at run time,
+      // specialised to 16 (pages per key tile) and to 256 (tiles per page)
+      for (int form = 0; form < 6; ++form) {
       const bool split = form > 0;
       StageOptions stages;
       stages.keep_llvm_ir = false;
-      const CompiledKernel k = compile_planned(plan_packed(spec, group, arch, split, form == 2), stages);
+      const CompiledKernel k = compile_planned(plan_packed(spec, group, arch, split, form == 2, form >= 3, form == 4 ? 16 : form == 5 ? 256 : 0), stages);
       const std::string path = dir.path + "/k.ptx";
       std::ofstream(path) << k.ptx;
       const test::Command r = test::run_command("'" + tool + "' -v -arch=" + arch + " -o " + path + ".cubin " + path);
