@@ -304,3 +304,31 @@ TEST_CASE("cli: run --varlen and --splits refuse what they cannot take, naming i
   CHECK(splits.code == 2);
   CHECK_THAT(splits.output, Catch::Contains("--splits"));
 }
+
+TEST_CASE("cli: run --paged refuses page sizes it cannot take and forms it cannot join, naming them", "[cli][paged]") {
+  for (const char* size : {"8", "24", "0", "x"}) {
+    auto r = test::run_command(kCli + " run --paged " + size);
+    INFO(size << ": " << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains("--paged"));
+  }
+  auto odd = test::run_command(kCli + " run --paged 24");
+  CHECK_THAT(odd.output, Catch::Contains("positive multiple of 16"));
+  for (const char* other : {"--backward", "--json", "--varlen 3,4", "--config '64,64,4,2;64,128,4,2'"}) {
+    auto r = test::run_command(kCli + " run --paged 16 " + other);
+    INFO(other << ": " << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains("runs one forward"));
+  }
+}
+
+TEST_CASE("cli: run --paged verifies a paged decode and a paged chunked prefill against fp64", "[gpu][paged][cli]") {
+  REQUIRE_GPU_OR_SKIP();
+  for (const char* args : {" --paged 16 --batch 3 --heads 8 --heads-kv 2 --seq-q 1 --seq-kv 1000 --mask none",
+                           " --paged 256 --batch 2 --heads 4 --heads-kv 4 --seq-q 37 --seq-kv 700 --mask causal_br"}) {
+    auto r = test::run_command(kCli + " run" + args + " --reps 3");
+    INFO(args << "\n" << r.output);
+    CHECK(r.code == 0);
+    CHECK_THAT(r.output, Catch::Contains("paged    ") && Catch::Contains("verify   PASS"));
+  }
+}

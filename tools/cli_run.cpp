@@ -10,6 +10,7 @@
 #include "flashjit/reference.hpp"
 #include "tools/cli.hpp"
 #include "tools/cli_json.hpp"
+#include "tools/cli_run_paged.hpp"
 #include "tools/cli_run_varlen.hpp"
 #include "tools/cli_spec_flags.hpp"
 
@@ -31,6 +32,7 @@ struct RunArgs {
   bool json = false;
   int splits = 0;  // ForwardArgs::num_splits
   std::string varlen;  // "Q[:KV],...": packed sequences (tools/cli_run_varlen.hpp)
+  int64_t paged = 0;   // page size of a paged K/V cache (tools/cli_run_paged.hpp); 0: contiguous
   SpecFlags flags;
 };
 
@@ -269,8 +271,13 @@ int run(const RunArgs& a) {
   if (a.configs.empty()) configs.push_back(std::nullopt);
   for (const TileConfig& t : a.configs.empty() ? std::vector<TileConfig>{} : parse_tile_configs(a.configs))
     configs.push_back(t);
-  if (!a.varlen.empty() && (a.backward || a.json || configs.size() > 1))
-    throw Error(ErrorKind::usage, "--varlen runs one forward: it cannot be combined with --backward, --json or several --config");
+  if (!a.varlen.empty() && (a.backward || a.json || configs.size() > 1 || a.paged))
+    throw Error(ErrorKind::usage, "--varlen runs one forward: it cannot be combined with --backward, --json, --paged or "
+                                  "several --config");
+  if (a.paged && (a.backward || a.json || configs.size() > 1))
+    throw Error(ErrorKind::usage, "--paged runs one forward: it cannot be combined with --backward, --json or several --config");
+  if (a.paged % 16 != 0)
+    throw Error(ErrorKind::usage, "--paged " + std::to_string(a.paged) + ": the page size must be a positive multiple of 16");
   std::optional<Runtime> rt;
   try {
     rt = Runtime::create(a.device);
@@ -287,6 +294,13 @@ int run(const RunArgs& a) {
     return run_varlen(*rt, spec, v);
   }
   fill_inputs(p, static_cast<uint64_t>(a.seed));
+  if (a.paged) {
+    PagedRun pr;
+    pr.page_size = a.paged;
+    pr.seed = static_cast<uint64_t>(a.seed), pr.splits = a.splits, pr.reps = a.reps, pr.verify = !a.no_verify;
+    pr.options.config = configs.front();
+    return run_paged(*rt, p, pr);
+  }
   DeviceProblem d;
   upload(*rt, p, d);
   d.args.num_splits = a.splits;
@@ -370,6 +384,11 @@ Command add_run(CLI::App& app) {
         std::vector<int64_t> q, kv;
         parse_varlen_lengths(s, q, kv);
       }));
+  sub->add_option("--paged", a->paged,
+                  "K and V in a paged cache of PAGE_SIZE-row pages (a positive multiple of 16) under a shuffled "
+                  "block table, checked against the contiguous problem's reference")
+      ->type_name("PAGE_SIZE")
+      ->check(integer_in(16, INT32_MAX));
   sub->add_flag("--no-verify", a->no_verify, "skip the check against the fp64 reference");
   sub->add_flag("--backward", a->backward,
                 "also run the backward (dQ, dK, dV for a random dO), verify it against the fp64 reference "
