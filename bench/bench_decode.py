@@ -30,12 +30,26 @@ def kv_bytes(b, hkv, skv, d=D):
     return 2 * b * hkv * skv * d * 2
 
 
+def print_kernels(torch, launch, n=20):
+    """The GPU kernels of `n` launches and their mean times (where the time goes: main vs combine)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            launch()
+        torch.cuda.synchronize()
+    for e in prof.key_averages():
+        t = getattr(e, "device_time", 0)
+        if t:
+            print(f"      kernel {e.key[:60]:60s} x{e.count // n:<3d} {t:8.1f} us", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="bench-decode")
     ap.add_argument("--splits", default="0,1", help="flashjit num_splits values to time (0 = automatic)")
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--rep", type=int, default=100)
+    ap.add_argument("--profile", action="store_true", help="also print each flashjit run's kernels (torch.profiler)")
     args = ap.parse_args()
     splits = [int(s) for s in args.splits.split(",")]
     if args.dry_run:
@@ -92,6 +106,19 @@ def main():
                 add(shape, name, status="FAILED", check=msg)
                 continue
             add(shape, name, do_bench(launch, rep=args.rep, return_mode="median"), check=msg)
+            if args.profile:
+                print_kernels(torch, launch)
+        try:  # FlexAttention's decoding path (seq_q small): compiled per shape
+            import torch._dynamo
+            from torch.nn.attention.flex_attention import flex_attention
+            torch._dynamo.reset()
+            flex = torch.compile(flex_attention, dynamic=False)
+            fn = lambda: flex(q, k, v, enable_gqa=group > 1)
+            with torch.no_grad():
+                fn()
+            add(shape, "flex", do_bench(fn, rep=args.rep, return_mode="median"))
+        except Exception as e:  # noqa: BLE001 — recorded, never replaced by another backend
+            add(shape, "flex", status="unsupported", error=" ".join(str(e).split())[:200])
         for who, backend in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
             try:
                 with sdpa_kernel([backend]):
@@ -99,6 +126,8 @@ def main():
                     fn()
                     torch.cuda.synchronize()
                     add(shape, who, do_bench(fn, rep=args.rep, return_mode="median"))
+                    if args.profile:
+                        print_kernels(torch, fn)
             except Exception as e:  # noqa: BLE001 — recorded, never replaced by another backend
                 add(shape, who, status="unsupported", error=" ".join(str(e).split())[:200])
         del q, k, v, ref

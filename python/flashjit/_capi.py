@@ -254,7 +254,8 @@ class Kernel(_Handle):
         self.config = f"bm{info.block_m}_bn{info.block_n}_w{info.num_warps}_s{info.num_stages}"
 
     def prepare(self, q, k, v, o, lse=None, scale=0.0, params=None, buffers=None, stream=None, block_map=False,
-                num_splits=0):
+                num_splits=0, cu_seqlens_q=None, cu_seqlens_kv=None, max_seqlen_q=0, max_seqlen_kv=0,
+                block_table=None, seqused_kv=None, seq_kv=None):
         """Builds the C argument struct once; returns launch() that runs the forward on it.
 
         q, k, v, o: torch views [batch, seq, heads, dim]; params: {name: value};
@@ -262,17 +263,47 @@ class Kernel(_Handle):
         block_map=True (masks that read tensors): build the block map once here, as
         FlexAttention's create_block_mask does, instead of a pre-pass before every launch; the
         buffers' contents must not change while launch() is used.
-        num_splits: split-KV pieces per row (0 automatic, 1 never, 2..128)."""
+        num_splits: split-KV pieces per row (0 automatic, 1 never, 2..128).
+        Varlen: q, k, v, o are packed [total_tokens, heads, dim] (or [1, total, heads, dim]) and
+        cu_seqlens_q / cu_seqlens_kv are int32 CUDA tensors of batch + 1 offsets; max_seqlen_q/kv
+        bound the longest sequence.
+        Paged K/V: k and v are page pools [num_pages, page_size, heads_kv, dim], block_table an int32
+        CUDA tensor [batch, max_pages_per_seq], seq_kv the most keys a sequence has (default: the
+        table's capacity) and seqused_kv (optional, int32 [batch]) each sequence's key count."""
         import torch
+        if cu_seqlens_q is not None or cu_seqlens_kv is not None:
+            q, k, v, o = (t.unsqueeze(0) if t.dim() == 3 else t for t in (q, k, v, o))
         a = ForwardArgs()
         a.struct_size = ctypes.sizeof(ForwardArgs)
         a.batch, a.seq_q, a.heads_q = q.shape[0], q.shape[1], q.shape[2]
         a.seq_kv, a.heads_kv = k.shape[1], k.shape[2]
+        keep = []
+        if cu_seqlens_q is not None or cu_seqlens_kv is not None:
+            for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_kv", cu_seqlens_kv)):
+                if t is None or t.dtype != torch.int32 or not t.is_cuda or t.dim() != 1:
+                    raise ValueError(f"{name}: expected a 1-d int32 CUDA tensor of batch + 1 offsets")
+            if cu_seqlens_q.numel() != cu_seqlens_kv.numel():
+                raise ValueError("cu_seqlens_q and cu_seqlens_kv: different lengths")
+            a.batch = cu_seqlens_q.numel() - 1
+            a.cu_seqlens_q, a.cu_seqlens_kv = cu_seqlens_q.data_ptr(), cu_seqlens_kv.data_ptr()
+            a.max_seqlen_q, a.max_seqlen_kv = int(max_seqlen_q), int(max_seqlen_kv)
+            keep.extend([cu_seqlens_q, cu_seqlens_kv])
+        if block_table is not None:
+            if block_table.dtype != torch.int32 or not block_table.is_cuda or block_table.dim() != 2:
+                raise ValueError("block_table: expected a 2-d int32 CUDA tensor [batch, max_pages_per_seq]")
+            a.block_table = block_table.data_ptr()
+            a.page_size, a.max_pages_per_seq = k.shape[1], block_table.shape[1]
+            a.seq_kv = int(seq_kv) if seq_kv is not None else k.shape[1] * block_table.shape[1]
+            keep.append(block_table)
+            if seqused_kv is not None:
+                if seqused_kv.dtype != torch.int32 or not seqused_kv.is_cuda or seqused_kv.dim() != 1:
+                    raise ValueError("seqused_kv: expected a 1-d int32 CUDA tensor [batch]")
+                a.seqused_kv = seqused_kv.data_ptr()
+                keep.append(seqused_kv)
         a.q, a.k, a.v, a.o = (_tensor(t, n) for t, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o")))
         a.lse = lse.data_ptr() if lse is not None else None
         a.scale = float(scale)
         a.num_splits = int(num_splits)
-        keep = []
         _params_and_buffers(a, params, buffers, keep)
         if stream is None:
             stream = torch.cuda.current_stream().cuda_stream
