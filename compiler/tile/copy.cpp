@@ -80,34 +80,47 @@ std::vector<Value*> paged_offsets(Emitter& e, const GlobalRows& src, Value* firs
 
 // The specialised page size P (GlobalRows::page_rows) divides the tile's `rows` or is a multiple of
 // them, and the tile starts at a multiple of `rows` (a key tile): the tile covers max(1, rows / P)
-// whole or part pages. One table load per page — the same address in every thread — and the
-// thread's own row and chunk (`mine`) added once; copies within a page then step by the row stride,
-// as unpaged rows do. The entries 32 pages ahead are prefetched into L1 (PTX ISA §9.7.9.15,
-// "prefetch"): a table line holds 32 pages, and without it the first lookup in each new line waits
-// for a miss with the whole tile's copies behind it.
+// whole or part pages. One table entry per page — the same address in every thread, loaded once
+// for K and V when the caller passes them — and the thread's own row and chunk (`mine`) added
+// once; copies within a page then step by the row stride, as unpaged rows do.
 std::vector<Value*> page_bases(Emitter& e, const GlobalRows& src, int rows, Value* mine) {
   auto& B = e.b;
   const int P = src.page_rows;
   Value* first = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, src.first, e.c32(0));
-  Value* slot = B.CreateUDiv(first, e.c32(P));
   Value* within = B.CreateURem(first, e.c32(P));  // 0 when P divides rows
-  // Rows past the end are never read, but the pages' entries are loaded: clamp to the last page.
-  Value* last = B.CreateUDiv(B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(src.end, e.c32(1)), e.c32(0)),
-                             e.c32(P));
   Value* in_page = B.CreateAdd(B.CreateMul(B.CreateZExt(within, e.i64()), src.row_stride), mine);
+  const std::vector<Value*> ids = src.page_ids.empty() ? tile_pages(e, src, rows) : src.page_ids;
   std::vector<Value*> bases;
-  for (int j = 0; j < std::max(1, rows / P); ++j) {
-    Value* page = load_page(e, src, B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(j)), last));
-    bases.push_back(B.CreateAdd(B.CreateMul(B.CreateSExt(page, e.i64()), src.page_stride), in_page));
-  }
-  Value* ahead = B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(32)), last);
-  Value* line = B.CreateGEP(e.i32(), src.page_table, ahead);
-  auto* type = llvm::FunctionType::get(B.getVoidTy(), {line->getType()}, false);
-  B.CreateCall(llvm::InlineAsm::get(type, "prefetch.global.L1 [$0];", "l", /*hasSideEffects=*/true), {line});
+  for (Value* page : ids) bases.push_back(B.CreateAdd(B.CreateMul(B.CreateSExt(page, e.i64()), src.page_stride), in_page));
   return bases;
 }
 
 }  // namespace
+
+bool pages_per_tile(const GlobalRows& src, int rows) {
+  return src.page_table && src.page_rows > 0 && (src.page_rows % rows == 0 || rows % src.page_rows == 0);
+}
+
+// The entries 32 pages ahead are prefetched into L1 (PTX ISA §9.7.9.15, "prefetch"): a table line
+// holds 32 pages, and without it the first lookup in each new line waits for a miss with the whole
+// tile's copies behind it.
+std::vector<Value*> tile_pages(Emitter& e, const GlobalRows& src, int rows) {
+  auto& B = e.b;
+  const int P = src.page_rows;
+  Value* first = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, src.first, e.c32(0));
+  Value* slot = B.CreateUDiv(first, e.c32(P));
+  // Rows past the end are never read, but the pages' entries are loaded: clamp to the last page.
+  Value* last = B.CreateUDiv(B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(src.end, e.c32(1)), e.c32(0)),
+                             e.c32(P));
+  std::vector<Value*> ids;
+  for (int j = 0; j < std::max(1, rows / P); ++j)
+    ids.push_back(load_page(e, src, B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(j)), last)));
+  Value* ahead = B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(32)), last);
+  Value* line = B.CreateGEP(e.i32(), src.page_table, ahead);
+  auto* type = llvm::FunctionType::get(B.getVoidTy(), {line->getType()}, false);
+  B.CreateCall(llvm::InlineAsm::get(type, "prefetch.global.L1 [$0];", "l", /*hasSideEffects=*/true), {line});
+  return ids;
+}
 
 Value* row_offset(Emitter& e, const GlobalRows& src, Value* row) {
   auto& B = e.b;
@@ -157,7 +170,7 @@ void copy_rows(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, in
     // the first cp.async. `first` is a multiple of 16 here: a key tile's start.
     const int n_waves = (total + threads - 1) / threads;
     const int P = src.page_rows;
-    const bool by_page = src.page_table && P > 0 && (P % dst.rows == 0 || dst.rows % P == 0) && P % rp == 0;
+    const bool by_page = pages_per_tile(src, dst.rows) && P % rp == 0;
     const bool by_wave = src.page_table && !by_page && 16 % rp == 0;
     const std::vector<Value*> paged = by_wave ? paged_offsets(e, src, src.first, rp, n_waves) : std::vector<Value*>{};
     Value* mine = by_wave || by_page ? B.CreateAdd(B.CreateMul(B.CreateZExt(r0, e.i64()), src.row_stride), col) : nullptr;

@@ -2,6 +2,8 @@
 // cooperating: 16-byte chunks, rows past the end and columns past d zero-filled without a read.
 #pragma once
 
+#include <vector>
+
 #include "compiler/tile/smem_tile.hpp"
 
 namespace flashjit::tile {
@@ -23,7 +25,17 @@ struct GlobalRows {
   llvm::Value* page_size = nullptr;    // i32
   llvm::Value* page_stride = nullptr;  // i64, elements
   int page_rows = 0;                   // the page size when the code is specialised for it; 0: page_size
+  // page_rows set: the table entries of the tile's pages (tile_pages), when the caller loaded them
+  // once for several copies of the same rows (K and V); empty: the copy loads them.
+  std::vector<llvm::Value*> page_ids;
 };
+
+// Whether a paged copy of `rows`-row tiles starting at multiples of `rows` looks up one table entry
+// per page (page_rows divides `rows` or is a multiple of it) instead of one per row.
+bool pages_per_tile(const GlobalRows& src, int rows);
+// The table entries of the max(1, rows / page_rows) pages of the tile at src.first (pages_per_tile
+// must hold), clamped to the sequence's last page, and the entries 32 pages ahead prefetched.
+std::vector<llvm::Value*> tile_pages(Emitter& e, const GlobalRows& src, int rows);
 
 // Element offset of row `row` (i32) of `src`, in i64.
 llvm::Value* row_offset(Emitter& e, const GlobalRows& src, llvm::Value* row);

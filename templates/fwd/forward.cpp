@@ -264,10 +264,11 @@ void ForwardKernel::issue_kv(Value* j, Value* entry, bool once) {
       r.page_rows = plan_.target.page_size;
     return r;
   };
-  tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), rows(k_base_, 1), spec_.head_dim_qk,
-                  plan_.threads, tid_, once);
-  tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), rows(v_base_, 2), spec_.head_dim_v,
-                  plan_.threads, tid_, once);
+  tile::GlobalRows k = rows(k_base_, 1), v = rows(v_base_, 2);
+  // K and V rows are the same keys: their pages' table entries are loaded once for both.
+  if (tile::pages_per_tile(k, BN)) k.page_ids = v.page_ids = tile::tile_pages(e_, k, BN);
+  tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), k, spec_.head_dim_qk, plan_.threads, tid_, once);
+  tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), v, spec_.head_dim_v, plan_.threads, tid_, once);
 }
 
 // Q, then the first num_stages − 1 K/V tiles, one commit group each.
