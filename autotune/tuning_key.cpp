@@ -56,13 +56,15 @@ int64_t round_up_pow2(int64_t n) {
   return p;
 }
 
-ShapeBucket ShapeBucket::of(int64_t batch, int64_t heads_q, int64_t seq_q, int64_t seq_kv, int d_qk, int d_v) {
-  return {round_up_pow2(seq_q), round_up_pow2(seq_kv), round_up_pow2(batch * heads_q), d_qk, d_v};
+ShapeBucket ShapeBucket::of(int64_t batch, int64_t heads_q, int64_t seq_q, int64_t seq_kv, int d_qk, int d_v,
+                            int64_t heads_kv) {
+  const int64_t group = heads_kv > 0 && heads_q % heads_kv == 0 ? heads_q / heads_kv : 1;
+  return {round_up_pow2(seq_q), round_up_pow2(seq_kv), round_up_pow2(batch * heads_q), d_qk, d_v, group};
 }
 
 std::string ShapeBucket::str() const {
   return "sq" + std::to_string(seq_q) + "_skv" + std::to_string(seq_kv) + "_bh" + std::to_string(batch_heads) + "_d" +
-         std::to_string(d_qk) + "x" + std::to_string(d_v);
+         std::to_string(d_qk) + "x" + std::to_string(d_v) + (group > 1 ? "_g" + std::to_string(group) : "");
 }
 
 std::string TuningKey::str() const { return spec_hash + "/" + bucket.str(); }

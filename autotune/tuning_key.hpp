@@ -41,13 +41,17 @@ inline GpuIdentity gpu_identity(const DeviceInfo& d) {
 int64_t round_up_pow2(int64_t n);
 
 // Shapes that share a tuning: sequence lengths and batch×heads rounded up to powers of two; head
-// dims exact (they change the kernel itself).
+// dims exact (they change the kernel itself); the GQA group heads_q / heads_kv exact, since packing
+// a group into a CTA's rows divides the CTA count by it (a split count tuned for 8 packed CTAs is
+// wrong for 32 unpacked ones).
 struct ShapeBucket {
   int64_t seq_q = 0, seq_kv = 0, batch_heads = 0;
   int d_qk = 0, d_v = 0;
+  int64_t group = 1;
   bool operator==(const ShapeBucket&) const = default;
-  static ShapeBucket of(int64_t batch, int64_t heads_q, int64_t seq_q, int64_t seq_kv, int d_qk, int d_v);
-  std::string str() const;  // "sq4096_skv4096_bh64_d128x128"
+  static ShapeBucket of(int64_t batch, int64_t heads_q, int64_t seq_q, int64_t seq_kv, int d_qk, int d_v,
+                        int64_t heads_kv = 0);
+  std::string str() const;  // "sq4096_skv4096_bh64_d128x128", with "_g4" appended for a group of 4
 };
 
 struct TuningKey {

@@ -41,8 +41,9 @@ void emit_body(YAML::Emitter& y, const TuningFile& f) {
     const ShapeBucket& b = r.key.bucket;
     y << YAML::Key << "bucket" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "seq_q" << YAML::Value
       << b.seq_q << YAML::Key << "seq_kv" << YAML::Value << b.seq_kv << YAML::Key << "batch_heads" << YAML::Value
-      << b.batch_heads << YAML::Key << "d_qk" << YAML::Value << b.d_qk << YAML::Key << "d_v" << YAML::Value << b.d_v
-      << YAML::EndMap;
+      << b.batch_heads << YAML::Key << "d_qk" << YAML::Value << b.d_qk << YAML::Key << "d_v" << YAML::Value << b.d_v;
+    if (b.group > 1) y << YAML::Key << "group" << YAML::Value << b.group;
+    y << YAML::EndMap;
     y << YAML::Key << "best" << YAML::Value;
     emit_config(y, e.best);
     y << YAML::Key << "median_ms" << YAML::Value << number(e.median_ms);
@@ -122,6 +123,8 @@ struct Reader {
       const std::string cb = c + ".bucket";
       r.key.bucket = {positive(b, "seq_q", cb), positive(b, "seq_kv", cb), positive(b, "batch_heads", cb),
                       positive(b, "d_qk", cb), positive(b, "d_v", cb)};
+      // Optional: buckets of one query head per K/V head carry none (and read the same as before).
+      if (b["group"]) r.key.bucket.group = positive(b, "group", cb);
       TuningEntry& e = r.entry;
       e.spec_name = get<std::string>(n, "spec_name", c);
       e.best = config(need(n, "best", c), c + ".best");

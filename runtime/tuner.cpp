@@ -97,7 +97,7 @@ TuneMode tune_mode(const std::optional<std::string>& value) {
 
 autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s, bool backward) {
   return {backward ? "bwd-" + spec.spec_hash : spec.spec_hash, autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
-                                                    spec.spec.head_dim_v)};
+                                                    spec.spec.head_dim_v, s.heads_kv)};
 }
 
 autotune::SearchSpace search_space_for(const AnalyzedSpec& spec, const KernelTemplate& kernel_template) {

@@ -43,6 +43,14 @@ TEST_CASE("shape buckets round sequence lengths and batch x heads up to powers o
   CHECK(b.str() == "sq1024_skv8192_bh32_d96x64");
   CHECK(ShapeBucket::of(1, 1, 1024, 1024, 128, 128) == ShapeBucket::of(1, 1, 513, 1023, 128, 128));
   CHECK_FALSE(ShapeBucket::of(1, 1, 1024, 1024, 128, 128) == ShapeBucket::of(1, 1, 1025, 1024, 128, 128));
+  // The GQA group is exact and part of the key (packing divides the CTA count by it); one query
+  // head per K/V head keeps the old name.
+  const ShapeBucket packed = ShapeBucket::of(1, 32, 1, 32768, 128, 128, 8);
+  CHECK(packed.group == 4);
+  CHECK(packed.str() == "sq1_skv32768_bh32_d128x128_g4");
+  CHECK_FALSE(packed == ShapeBucket::of(1, 32, 1, 32768, 128, 128, 32));
+  CHECK(ShapeBucket::of(1, 32, 1, 32768, 128, 128, 32).str() == "sq1_skv32768_bh32_d128x128");
+  CHECK(ShapeBucket::of(1, 32, 1, 32768, 128, 128) == ShapeBucket::of(1, 32, 1, 32768, 128, 128, 32));
   CHECK(round_up_pow2(0) == 1);
   CHECK(round_up_pow2(1) == 1);
   CHECK(round_up_pow2(4096) == 4096);
@@ -192,6 +200,13 @@ TEST_CASE("tuning cache: a tuned split-KV count round-trips, is optional, and is
   TuningEntry split = sample_entry(64, 0.05);
   split.num_splits = 16;
   tc.store(sample_gpu(), sample_tuning_key("dec"), split);
+  // The same bucket with a GQA group of 4 is another key, stored and read back apart.
+  TuningKey grouped = sample_tuning_key("dec");
+  grouped.bucket.group = 4;
+  tc.store(sample_gpu(), grouped, sample_entry(128, 0.04));
+  REQUIRE(tc.lookup(sample_gpu(), grouped));
+  CHECK(tc.lookup(sample_gpu(), grouped)->best.block_m == 128);
+  CHECK(tc.lookup(sample_gpu(), sample_tuning_key("dec"))->best.block_m == 64);
   tc.store(sample_gpu(), sample_tuning_key("pre"), sample_entry(128, 0.5));
   CHECK(tc.lookup(sample_gpu(), sample_tuning_key("dec"))->num_splits == 16);
   CHECK(tc.lookup(sample_gpu(), sample_tuning_key("pre"))->num_splits == 0);
