@@ -50,6 +50,8 @@ def main():
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--rep", type=int, default=100)
     ap.add_argument("--profile", action="store_true", help="also print each flashjit run's kernels (torch.profiler)")
+    ap.add_argument("--shapes", default="", help="indices into the shape list to run (default: all)")
+    ap.add_argument("--no-flex", action="store_true", help="skip FlexAttention (its compile takes a while per shape)")
     args = ap.parse_args()
     splits = [int(s) for s in args.splits.split(",")]
     if args.dry_run:
@@ -78,7 +80,8 @@ def main():
         print(f"  {who:18s} {status:12s} " + (f"{ms * 1e3:8.1f} us {r['tb_per_s']:.2f} TB/s" if ms else ""), flush=True)
         (out / "decode.json").write_text(json.dumps(records, indent=1))
 
-    for shape in SHAPES:
+    shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
+    for shape in shapes:
         b, hq, hkv, sq, skv = shape
         print(f"[b={b} h={hq}/{hkv} sq={sq} skv={skv}]", flush=True)
         g = torch.Generator(device="cuda").manual_seed(skv + 7 * b + hq)
@@ -108,17 +111,18 @@ def main():
             add(shape, name, do_bench(launch, rep=args.rep, return_mode="median"), check=msg)
             if args.profile:
                 print_kernels(torch, launch)
-        try:  # FlexAttention's decoding path (seq_q small): compiled per shape
-            import torch._dynamo
-            from torch.nn.attention.flex_attention import flex_attention
-            torch._dynamo.reset()
-            flex = torch.compile(flex_attention, dynamic=False)
-            fn = lambda: flex(q, k, v, enable_gqa=group > 1)
-            with torch.no_grad():
-                fn()
-            add(shape, "flex", do_bench(fn, rep=args.rep, return_mode="median"))
-        except Exception as e:  # noqa: BLE001 — recorded, never replaced by another backend
-            add(shape, "flex", status="unsupported", error=" ".join(str(e).split())[:200])
+        if not args.no_flex:
+            try:  # FlexAttention's decoding path (seq_q small): compiled per shape
+                import torch._dynamo
+                from torch.nn.attention.flex_attention import flex_attention
+                torch._dynamo.reset()
+                flex = torch.compile(flex_attention, dynamic=False)
+                fn = lambda: flex(q, k, v, enable_gqa=group > 1)
+                with torch.no_grad():
+                    fn()
+                add(shape, "flex", do_bench(fn, rep=args.rep, return_mode="median"))
+            except Exception as e:  # noqa: BLE001 — recorded, never replaced by another backend
+                add(shape, "flex", status="unsupported", error=" ".join(str(e).split())[:200])
         for who, backend in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION)):
             try:
                 with sdpa_kernel([backend]):
@@ -136,7 +140,7 @@ def main():
     print("\nTB/s of K and V (bf16, d=128, no mask)")
     names = sorted({r["backend"] for r in records}, key=lambda n: (not n.startswith("flashjit"), n))
     print("%-26s" % "b, h q/kv, sq, skv" + "".join("%18s" % n for n in names))
-    for shape in SHAPES:
+    for shape in shapes:
         row = "%-26s" % ("%d, %d/%d, %d, %d" % tuple(shape))
         for n in names:
             r = next((r for r in records if r["shape"] == list(shape) and r["backend"] == n), None)
