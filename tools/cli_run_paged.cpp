@@ -1,12 +1,12 @@
 #include "tools/cli_run_paged.hpp"
 
 #include <algorithm>
-#include <iomanip>
 #include <iostream>
 #include <numeric>
 #include <random>
 
 #include "tools/cli.hpp"
+#include "tools/cli_run_varlen.hpp"
 
 namespace flashjit::cli {
 
@@ -83,11 +83,7 @@ int run_paged(const Runtime& rt, const ref::Problem& p, const PagedRun& r) {
   }
   const double ms = rt.time_forward(kernel, a, 3, r.reps);
   const double kv_bytes = double(p.batch * p.seq_kv * p.heads_kv * (d_qk + d_v) * 2);
-  std::cout << "verify   " << verdict << "\n"
-            << std::fixed << std::setprecision(3) << "time     " << ms << " ms (median)\n"
-            << std::setprecision(2) << "perf     " << kv_bytes / (ms * 1e-3) / 1e12 << " TB/s of K and V\n"
-            << std::defaultfloat;
-  return ok ? kOk : kFailure;
+  return finish_serving_run(ok, verdict, ms, kv_bytes);
 }
 
 }  // namespace flashjit::cli

@@ -120,6 +120,10 @@ int run_varlen(const Runtime& rt, const AttentionSpec& spec, const VarlenRun& r)
   }
   const double ms = rt.time_forward(kernel, a, 3, r.reps);
   const double kv_bytes = double(total_kv * r.heads_kv * (d_qk + d_v) * 2);
+  return finish_serving_run(ok, verdict, ms, kv_bytes);
+}
+
+int finish_serving_run(bool ok, const std::string& verdict, double ms, double kv_bytes) {
   std::cout << "verify   " << verdict << "\n"
             << std::fixed << std::setprecision(3) << "time     " << ms << " ms (median)\n"
             << std::setprecision(2) << "perf     " << kv_bytes / (ms * 1e-3) / 1e12 << " TB/s of K and V\n"

@@ -25,4 +25,8 @@ void parse_varlen_lengths(const std::string& text, std::vector<int64_t>& q, std:
 // Prints what ran and returns kOk when every sequence verified (or verification was off).
 int run_varlen(const Runtime& rt, const AttentionSpec& spec, const VarlenRun& run);
 
+// The last lines of a serving run (varlen, paged): verdict, median time, bandwidth on K and V;
+// returns kOk or kFailure.
+int finish_serving_run(bool ok, const std::string& verdict, double ms, double kv_bytes);
+
 }  // namespace flashjit::cli

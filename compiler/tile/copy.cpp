@@ -44,19 +44,33 @@ Value* load_page(Emitter& e, const GlobalRows& src, Value* slot) {
   return load;
 }
 
+// The sequence's last page (page size `size`): rows past the end are never read, but the entries
+// of their pages are loaded, so slots are clamped to it.
+Value* last_page(Emitter& e, const GlobalRows& src, Value* size) {
+  auto& B = e.b;
+  return B.CreateUDiv(B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(src.end, e.c32(1)), e.c32(0)), size);
+}
+
+// Prefetches the table entries 32 pages past `slot` into L1 (PTX ISA §9.7.9.15, "prefetch"): a
+// table line holds 32 pages, and without it the first lookup in each new line waits for a miss
+// with the whole tile's copies behind it.
+void prefetch_pages_ahead(Emitter& e, const GlobalRows& src, Value* slot, Value* last) {
+  auto& B = e.b;
+  Value* ahead = B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(32)), last);
+  Value* line = B.CreateGEP(e.i32(), src.page_table, ahead);
+  auto* type = llvm::FunctionType::get(B.getVoidTy(), {line->getType()}, false);
+  B.CreateCall(llvm::InlineAsm::get(type, "prefetch.global.L1 [$0];", "l", /*hasSideEffects=*/true), {line});
+}
+
 // Offsets of rows first + w·rp, w < n_waves, of a paged source, for a thread to add r·row_stride
 // (r < rp) to: rp divides 16, which divides both the page size and `first` (a key tile's start), so
 // a wave's rp rows never straddle a page. Everything here depends on `first` alone — the same in
 // every thread, which ptxas can keep in uniform registers — with one division: later rows step
-// `within` by rp and carry into the next slot. Slots are clamped to the sequence's last page: a
-// row past the end reads nothing, but its table entry is loaded. The entries 32 pages ahead are
-// prefetched into L1 (PTX ISA §9.7.9.15, "prefetch"): a table line holds 32 pages, and without it
-// the first lookup in each new line waits for a miss with the whole tile's copies behind it.
+// `within` by rp and carry into the next slot.
 std::vector<Value*> paged_offsets(Emitter& e, const GlobalRows& src, Value* first, int rp, int n_waves) {
   auto& B = e.b;
   Value* r = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, first, e.c32(0));
-  Value* last = B.CreateUDiv(B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(src.end, e.c32(1)), e.c32(0)),
-                             src.page_size);
+  Value* last = last_page(e, src, src.page_size);
   Value* slot = B.CreateUDiv(r, src.page_size);
   Value* within = B.CreateSub(r, B.CreateMul(slot, src.page_size));
   std::vector<Value*> offsets;
@@ -71,10 +85,7 @@ std::vector<Value*> paged_offsets(Emitter& e, const GlobalRows& src, Value* firs
     offsets.push_back(B.CreateAdd(B.CreateMul(B.CreateSExt(page, e.i64()), src.page_stride),
                                   B.CreateMul(B.CreateSExt(within, e.i64()), src.row_stride)));
   }
-  Value* ahead = B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(32)), last);
-  Value* line = B.CreateGEP(e.i32(), src.page_table, ahead);
-  auto* type = llvm::FunctionType::get(B.getVoidTy(), {line->getType()}, false);
-  B.CreateCall(llvm::InlineAsm::get(type, "prefetch.global.L1 [$0];", "l", /*hasSideEffects=*/true), {line});
+  prefetch_pages_ahead(e, src, slot, last);
   return offsets;
 }
 
@@ -101,24 +112,16 @@ bool pages_per_tile(const GlobalRows& src, int rows) {
   return src.page_table && src.page_rows > 0 && (src.page_rows % rows == 0 || rows % src.page_rows == 0);
 }
 
-// The entries 32 pages ahead are prefetched into L1 (PTX ISA §9.7.9.15, "prefetch"): a table line
-// holds 32 pages, and without it the first lookup in each new line waits for a miss with the whole
-// tile's copies behind it.
 std::vector<Value*> tile_pages(Emitter& e, const GlobalRows& src, int rows) {
   auto& B = e.b;
   const int P = src.page_rows;
   Value* first = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, src.first, e.c32(0));
   Value* slot = B.CreateUDiv(first, e.c32(P));
-  // Rows past the end are never read, but the pages' entries are loaded: clamp to the last page.
-  Value* last = B.CreateUDiv(B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(src.end, e.c32(1)), e.c32(0)),
-                             e.c32(P));
+  Value* last = last_page(e, src, e.c32(P));
   std::vector<Value*> ids;
   for (int j = 0; j < std::max(1, rows / P); ++j)
     ids.push_back(load_page(e, src, B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(j)), last)));
-  Value* ahead = B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(32)), last);
-  Value* line = B.CreateGEP(e.i32(), src.page_table, ahead);
-  auto* type = llvm::FunctionType::get(B.getVoidTy(), {line->getType()}, false);
-  B.CreateCall(llvm::InlineAsm::get(type, "prefetch.global.L1 [$0];", "l", /*hasSideEffects=*/true), {line});
+  prefetch_pages_ahead(e, src, slot, last);
   return ids;
 }
 

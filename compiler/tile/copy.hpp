@@ -43,7 +43,8 @@ llvm::Value* row_offset(Emitter& e, const GlobalRows& src, llvm::Value* row);
 // The whole CTA (`threads` threads, this one `tid`) copies `src` into `dst`. Columns at or past d,
 // up to the next multiple of 16 (what the mma k-steps read), become zeros too. `once`: a copy a
 // CTA runs once (Q, the prologue's K/V) is emitted with bounds checks only — an unchecked twin
-// would save a few instructions once and cost compile time every time.
+// would save a few instructions once and cost compile time every time. A paged source must start
+// at a multiple of dst.rows (a key tile): its lookups are then per page or per wave of rows.
 void copy_rows(Emitter& e, const SmemTile& dst, const GlobalRows& src, int d, int threads, llvm::Value* tid, bool once);
 
 }  // namespace flashjit::tile
