@@ -6,7 +6,7 @@ is recorded as "unsupported: <message>", never replaced by something else); run 
 a NaN-poisoned output and check it against PyTorch SDPA's math backend in fp32 (FlashAttention
 rule: max error <= 2 x that of the same computation in bf16 + 1e-5, NaN fails) BEFORE timing;
 then time flashjit and every peer with triton.testing.do_bench (median, L2 flushed between reps,
-as ../shared/anchors/anchors.py did). FLOPs = 4*b*h*s*s*d * density, density being the exact
+as the peer figures in the project's issues were measured). FLOPs = 4*b*h*s*s*d * density, density being the exact
 fraction of visible (q, kv) pairs of the case's mask.
 
   python3 bench/bench.py --suite standard masks --out DIR     (on the GPU machine)
@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 TOKENS, HIDDEN = 16384, 2048  # the FlashAttention papers' shapes: batch*seq = 16k tokens, heads = 2048/d
-DENSE_MASK_MAX_SEQ = 8192     # SDPA with a dense mask materialises b*h*s*s scores; anchors stop at 8k
+DENSE_MASK_MAX_SEQ = 8192     # SDPA with a dense mask materialises b*h*s*s scores; the peer measurements stop at 8k
 PEERS = ("sdpa-cudnn", "sdpa-flash", "sdpa-effic", "flex", "sdpa-dense-mask")
 
 
@@ -76,7 +76,7 @@ class Causal(Mask):
 
 
 class SlidingWindow(Mask):
-    """kv in [q - (w - 1), q]: anchors_masks.py's swa1024 = (q >= k) & (q - k < 1024)."""
+    """kv in [q - (w - 1), q]: the peer measurements' swa1024 = (q >= k) & (q - k < 1024)."""
 
     def __init__(self, w):
         self.w = w
@@ -96,8 +96,8 @@ class SlidingWindow(Mask):
 
 
 class Documents(Mask):
-    """doc[q] == doc[kv] (not causal), as anchors_masks.py's doc8. split="even":
-    doc = arange(s) * n // s exactly as the anchors; split="random": n documents with random
+    """doc[q] == doc[kv] (not causal), as the peer measurements' doc8. split="even":
+    doc = arange(s) * n // s exactly as they do; split="random": n documents with random
     boundaries (seeded, every document non-empty)."""
 
     fj_tensors = {"doc": "{type: i32, dims: [seq_kv]}"}
