@@ -46,7 +46,8 @@ CachedTuning tuning_of(const autotune::GpuIdentity& g, const autotune::TuningRec
   t.gpu = gpu_of(g);
   t.spec_name = e.spec_name;
   t.spec_hash = r.key.spec_hash;
-  t.bucket = {b.seq_q, b.seq_kv, b.batch_heads, b.d_qk, b.d_v, b.str()};
+  t.bucket = {b.seq_q, b.seq_kv, b.batch_heads, b.d_qk, b.d_v, b.str(), b.group};
+  t.num_splits = e.num_splits;
   t.config = e.best;
   t.median_ms = e.median_ms;
   t.p20_ms = e.p20_ms;
@@ -94,8 +95,10 @@ void write_tuning(llvm::json::OStream& j, const CachedTuning& t) {
       j.attribute("batch_heads", t.bucket.batch_heads);
       j.attribute("d_qk", t.bucket.d_qk);
       j.attribute("d_v", t.bucket.d_v);
+      j.attribute("group", t.bucket.group);
       j.attribute("name", t.bucket.name);
     });
+    j.attribute("num_splits", t.num_splits);
     j.attribute("config", t.config.str());
     j.attribute("median_ms", number_or_null(t.median_ms));
     j.attribute("p20_ms", number_or_null(t.p20_ms));

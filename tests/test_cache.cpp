@@ -24,7 +24,7 @@ gpus:
     entries:
       - spec_hash: "fedcba9876543210"
         spec_name: "alibi"
-        bucket: {seq_q: 1024, seq_kv: 1024, batch_heads: 64, d_qk: 128, d_v: 128}
+        bucket: {seq_q: 1, seq_kv: 32768, batch_heads: 32, d_qk: 128, d_v: 128, group: 4}
         best: {block_m: 64, block_n: 64, num_warps: 4, num_stages: 2}
         median_ms: 1.25
         p20_ms: 1.225
@@ -32,6 +32,7 @@ gpus:
         date: "2026-12-01T10:20:30Z"
         flashjit_version: "0.1.0"
         mode: "quick"
+        num_splits: 16
         runners_up:
           - {config: bm64_bn32_w4_s1, median_ms: 1.875}
           - {config: bm128_bn128_w8_s3, failed: "ptxas: 312 registers > 255 (\"spills\")"}
@@ -96,12 +97,19 @@ TEST_CASE("cache API: list_cache reports every GPU identity's tunings, sorted, a
   CHECK_FALSE(h200.runners_up[1].ok);
   CHECK_THAT(h200.runners_up[1].failure, Catch::Contains("312 registers"));
   CHECK(h200.id.size() == 12);
+  CHECK(h200.num_splits == 0);  // prefill: automatic
+  CHECK(h200.bucket.group == 1);
+  const CachedTuning& decode = l.tunings[0];  // a decode bucket with a GQA group and tuned splits
+  CHECK(decode.bucket.group == 4);
+  CHECK(decode.bucket.name == "sq1_skv32768_bh32_d128x128_g4");
+  CHECK(decode.num_splits == 16);
   CHECK(l.kernels.entries == 0);
   CHECK(l.kernels.max_bytes == (uint64_t(1) << 30));
   const std::string json = cache_listing_json(l);
   CHECK_THAT(json, Catch::StartsWith("{\"cache_dir\":") && Catch::Contains("\"tuning\":[{\"id\":\"") &&
                        Catch::Contains("\"config\":\"bm128_bn64_w4_s2\"") && Catch::Contains("\"median_ms\":0.398") &&
-                       Catch::Contains("\"name\":\"sq1024_skv1024_bh64_d128x128\"") &&
+                       Catch::Contains("\"name\":\"sq1_skv32768_bh32_d128x128_g4\"") &&
+                       Catch::Contains("\"group\":4") && Catch::Contains("\"num_splits\":16") &&
                        Catch::Contains("\"kernels\":{\"dir\":") && Catch::Contains("\"count\":0"));
 }
 
@@ -172,6 +180,10 @@ TEST_CASE("cli: cache show prints a tuning entry by id prefix, and exits 1 for n
   CHECK_THAT(r.output, Catch::Contains("by flashjit 0.1.0 (quick mode)"));
   CHECK_THAT(r.output, Catch::Contains("runners-up"));
   CHECK_THAT(r.output, Catch::Contains("failed: ptxas: 312 registers"));
+  CHECK_THAT(r.output, !Catch::Contains("split-KV"));
+  auto d = cache(c.dir.path, "show " + list_cache(c.dir.path).tunings[0].id);
+  CHECK_THAT(d.output, Catch::Contains("bucket     sq1_skv32768_bh32_d128x128_g4") &&
+                           Catch::Contains("config     bm64_bn64_w4_s2, split-KV 16 pieces (tuned)"));
   auto j = cache(c.dir.path, "show --json " + id);
   CHECK(j.code == 0);
   CHECK(j.output == cache_entry_json(find_cache_entry(id, c.dir.path)) + "\n");

@@ -70,7 +70,8 @@ void print_tuning(std::ostream& out, const CachedTuning& t) {
       << "  gpu        " << t.gpu.identity << "\n"
       << "  spec       " << t.spec_name << " (" << t.spec_hash << ")\n"
       << "  bucket     " << t.bucket.name << "\n"
-      << "  config     " << t.config.str() << "\n"
+      << "  config     " << t.config.str()
+      << (t.num_splits ? ", split-KV " + std::to_string(t.num_splits) + " pieces (tuned)" : std::string()) << "\n"
       << "  median     " << fixed(t.median_ms, 4) << " ms (p20 " << fixed(t.p20_ms, 4) << ", p80 "
       << fixed(t.p80_ms, 4) << ")\n"
       << "  tuned      " << t.date << " by flashjit " << t.flashjit_version

@@ -24,11 +24,13 @@ struct CacheGpu {
   std::string identity;  // "NVIDIA H200, 132 SMs, cc 9.0, driver 13000"
 };
 
-// The shapes that share a tuning: sequence lengths and batch×heads rounded up to powers of two.
+// The shapes that share a tuning: sequence lengths and batch×heads rounded up to powers of two;
+// head dims and the GQA group (heads_q / heads_kv) exact.
 struct CacheShapeBucket {
   int64_t seq_q = 0, seq_kv = 0, batch_heads = 0;
   int d_qk = 0, d_v = 0;
-  std::string name;  // "sq4096_skv4096_bh64_d128x128"
+  std::string name;  // "sq4096_skv4096_bh64_d128x128" ("..._g4" for a group of 4)
+  int64_t group = 1;
 };
 
 // A config the tuner measured besides the winner, or one that failed and why.
@@ -52,6 +54,7 @@ struct CachedTuning {
   std::string flashjit_version;  // the version that measured it; other versions ignore it
   std::string mode;              // "quick" | "full"
   std::vector<CacheRunnerUp> runners_up;
+  int num_splits = 0;            // split-KV pieces the tuning chose (decode-like buckets); 0: automatic
 };
 
 // One compiled kernel of the compile cache.
