@@ -29,44 +29,23 @@ struct VarlenCase {
   std::vector<ParamValue> params;
 };
 
-std::vector<int32_t> offsets(const std::vector<int64_t>& len) {
-  std::vector<int32_t> cu = {0};
-  for (int64_t n : len) cu.push_back(cu.back() + int32_t(n));
-  return cu;
-}
-
 ref::Verdict run_varlen(const Runtime& rt, const VarlenCase& c, uint64_t seed) {
   CompileOptions opts;
   opts.mma = c.mma;
   opts.autotune = "off";
   Kernel kernel = rt.compile(c.spec, opts);
   const int64_t d_qk = c.spec.head_dim_qk, d_v = c.spec.head_dim_v, n = int64_t(c.len.q.size());
-  const std::vector<int32_t> cu_q = offsets(c.len.q), cu_kv = offsets(c.len.kv);
-  const int64_t total_q = cu_q.back(), total_kv = cu_kv.back();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<ref::Problem> seqs(static_cast<size_t>(n));
-  std::vector<uint16_t> q, k, v;
-  for (int64_t b = 0; b < n; ++b) {  // sequence b alone is a batch-1 problem; packed, they follow each other
-    ref::Problem& p = seqs[size_t(b)];
-    p.spec = c.spec;
-    p.batch = 1, p.seq_q = c.len.q[size_t(b)], p.seq_kv = c.len.kv[size_t(b)], p.heads_q = c.heads_q, p.heads_kv = c.heads_kv;
-    p.params = c.params;
-    auto fill = [&](std::vector<uint16_t>& mine, std::vector<uint16_t>& all, int64_t count) {
-      for (int64_t i = 0; i < count; ++i) mine.push_back(ref::to_half_bits(normal(rng), c.spec.dtype));
-      all.insert(all.end(), mine.begin(), mine.end());
-    };
-    fill(p.q, q, p.seq_q * c.heads_q * d_qk);
-    fill(p.k, k, p.seq_kv * c.heads_kv * d_qk);
-    fill(p.v, v, p.seq_kv * c.heads_kv * d_v);
-  }
+  const ref::PackedSequences packed = ref::pack_sequences(c.spec, c.len.q, c.len.kv, c.heads_q, c.heads_kv, c.params, seed);
+  const int64_t total_q = packed.cu_q.back(), total_kv = packed.cu_kv.back();
   auto upload = [&](const void* data, size_t bytes) {
     DeviceBuffer buf = rt.alloc(bytes);
     if (bytes) buf.upload(data, bytes);
     return buf;
   };
-  DeviceBuffer dq = upload(q.data(), q.size() * 2), dk = upload(k.data(), k.size() * 2), dv = upload(v.data(), v.size() * 2);
-  DeviceBuffer dcu_q = upload(cu_q.data(), cu_q.size() * 4), dcu_kv = upload(cu_kv.data(), cu_kv.size() * 4);
+  DeviceBuffer dq = upload(packed.q.data(), packed.q.size() * 2), dk = upload(packed.k.data(), packed.k.size() * 2),
+               dv = upload(packed.v.data(), packed.v.size() * 2);
+  DeviceBuffer dcu_q = upload(packed.cu_q.data(), packed.cu_q.size() * 4),
+               dcu_kv = upload(packed.cu_kv.data(), packed.cu_kv.size() * 4);
   DeviceBuffer o = rt.alloc(size_t(total_q * c.heads_q * d_v * 2)), lse = rt.alloc(size_t(c.heads_q * total_q * 4));
   o.fill_bytes(0xFF);
   lse.fill_bytes(0xFF);
@@ -89,24 +68,7 @@ ref::Verdict run_varlen(const Runtime& rt, const VarlenCase& c, uint64_t seed) {
   std::vector<float> lse_all(size_t(c.heads_q * total_q));
   if (!out.empty()) o.download(out.data(), out.size() * 2);
   if (!lse_all.empty()) lse.download(lse_all.data(), lse_all.size() * 4);
-  ref::Verdict all;
-  all.ok = true;
-  all.message = "PASS";
-  for (int64_t b = 0; b < n && all.ok; ++b) {
-    const ref::Problem& p = seqs[size_t(b)];
-    if (p.seq_q == 0) continue;
-    const size_t row = size_t(c.heads_q * d_v);
-    std::vector<uint16_t> mine(out.begin() + cu_q[size_t(b)] * row, out.begin() + cu_q[size_t(b) + 1] * row);
-    std::vector<float> mine_lse;  // [1, heads_q, seq_q] from [heads_q, total_q]
-    for (int64_t h = 0; h < c.heads_q; ++h)
-      for (int64_t i = 0; i < p.seq_q; ++i) mine_lse.push_back(lse_all[size_t(h * total_q + cu_q[size_t(b)] + i)]);
-    ref::Verdict v = ref::verify(p, mine, &mine_lse);
-    if (!v.ok) {
-      all = v;
-      all.message = "FAIL sequence " + std::to_string(b) + " (" + std::to_string(p.seq_q) + " x " + std::to_string(p.seq_kv) +
-                    "): " + v.message;
-    }
-  }
+  const ref::Verdict all = ref::verify_packed(packed, out, lse_all);
   std::string lengths;
   for (size_t i = 0; i < c.len.q.size(); ++i) lengths += (i ? "," : "") + std::to_string(c.len.q[i]) + "/" + std::to_string(c.len.kv[i]);
   std::printf("GPUCASE varlen %s d=%d/%d mask=%s score=%s h=%lld/%lld lengths=%s splits=%d%s %s\n",

@@ -156,3 +156,52 @@ TEST_CASE("reference: large problems are checked on a spread of rows including b
   CHECK(first);
   CHECK(last);
 }
+
+TEST_CASE("reference: packed sequences are each sequence's inputs end to end, judged one by one", "[reference][varlen]") {
+  AttentionSpec spec;
+  spec.dtype = DType::bf16;
+  spec.head_dim_qk = spec.head_dim_v = 16;
+  spec.mask = "causal_br";
+  const std::vector<int64_t> q_len = {3, 0, 1, 5}, kv_len = {7, 2, 1, 5};
+  const PackedSequences p = pack_sequences(spec, q_len, kv_len, 4, 2, {}, 9);
+  REQUIRE(p.seqs.size() == 4);
+  CHECK(p.cu_q == std::vector<int32_t>{0, 3, 3, 4, 9});
+  CHECK(p.cu_kv == std::vector<int32_t>{0, 7, 9, 10, 15});
+  CHECK(p.q.size() == size_t(9 * 4 * 16));
+  CHECK(p.k.size() == size_t(15 * 2 * 16));
+  // Sequence 3's keys are the packed keys from its offset on.
+  CHECK(std::equal(p.seqs[3].k.begin(), p.seqs[3].k.end(), p.k.begin() + 10 * 2 * 16));
+  CHECK(p.seqs[3].seq_q == 5);
+  CHECK(p.seqs[3].seq_kv == 5);
+  // The fp64 answer of each sequence, rounded and laid out packed ([heads_q, total] LSE), passes.
+  std::vector<uint16_t> out(p.q.size());
+  std::vector<float> lse(size_t(4 * 9));
+  for (size_t b = 0; b < p.seqs.size(); ++b) {
+    const Problem& s = p.seqs[b];
+    std::vector<RowId> rows;
+    for (int64_t i = 0; i < s.seq_q; ++i)
+      for (int64_t h = 0; h < 4; ++h) rows.push_back({0, h, i});
+    if (rows.empty()) continue;
+    const Rows r = attention_fp64(s, rows);
+    for (size_t j = 0; j < rows.size(); ++j) {
+      const int64_t token = p.cu_q[b] + rows[j].q;
+      for (int c = 0; c < 16; ++c)
+        out[size_t((token * 4 + rows[j].h) * 16 + c)] = to_half_bits(float(r.o[j * 16 + size_t(c)]), DType::bf16);
+      lse[size_t(rows[j].h * 9 + token)] = float(r.lse[j]);
+    }
+  }
+  const Verdict good = verify_packed(p, out, lse);
+  INFO(good.message);
+  CHECK(good.ok);
+  CHECK(good.message == "PASS");
+  // One wrong element of sequence 3 fails it, by name; so does a NaN LSE of sequence 2.
+  std::vector<uint16_t> bad = out;
+  bad[size_t((7 * 4 + 1) * 16 + 3)] = to_half_bits(5.f, DType::bf16);
+  const Verdict wrong = verify_packed(p, bad, lse);
+  CHECK_FALSE(wrong.ok);
+  CHECK_THAT(wrong.message, Catch::StartsWith("FAIL sequence 3 (5 x 5): FAIL"));
+  std::vector<float> nan_lse = lse;
+  nan_lse[size_t(2 * 9 + 3)] = NAN;
+  CHECK_THAT(verify_packed(p, out, nan_lse).message, Catch::StartsWith("FAIL sequence 2 (1 x 1)"));
+  CHECK_THROWS_WITH(pack_sequences(spec, {1}, {1, 2}, 4, 2, {}, 9), Catch::Contains("1 query lengths but 2 key lengths"));
+}

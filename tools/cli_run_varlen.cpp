@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
-#include <random>
 
 #include "flashjit/reference.hpp"
 #include "tools/cli.hpp"
@@ -26,15 +25,6 @@ int64_t parse_length(const std::string& item, const std::string& text) {
   return n;
 }
 
-std::vector<int32_t> offsets(const std::vector<int64_t>& len) {
-  std::vector<int32_t> cu = {0};
-  for (int64_t n : len) {
-    if (cu.back() + n > INT32_MAX) throw Error(ErrorKind::usage, "--varlen: the packed tokens exceed 2^31-1");
-    cu.push_back(int32_t(cu.back() + n));
-  }
-  return cu;
-}
-
 }  // namespace
 
 void parse_varlen_lengths(const std::string& text, std::vector<int64_t>& q, std::vector<int64_t>& kv) {
@@ -53,31 +43,17 @@ void parse_varlen_lengths(const std::string& text, std::vector<int64_t>& q, std:
 int run_varlen(const Runtime& rt, const AttentionSpec& spec, const VarlenRun& r) {
   const Kernel kernel = rt.compile(spec, r.options);
   const int64_t n = int64_t(r.q.size()), d_qk = spec.head_dim_qk, d_v = spec.head_dim_v;
-  const std::vector<int32_t> cu_q = offsets(r.q), cu_kv = offsets(r.kv);
-  const int64_t total_q = cu_q.back(), total_kv = cu_kv.back();
-  std::mt19937_64 rng(r.seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<ref::Problem> seqs(static_cast<size_t>(n));
-  std::vector<uint16_t> q, k, v;
-  for (int64_t b = 0; b < n; ++b) {  // sequence b is a batch-1 problem; packed, they follow each other
-    ref::Problem& p = seqs[size_t(b)];
-    p.spec = spec;
-    p.batch = 1, p.seq_q = r.q[size_t(b)], p.seq_kv = r.kv[size_t(b)], p.heads_q = r.heads_q, p.heads_kv = r.heads_kv;
-    auto fill = [&](std::vector<uint16_t>& mine, std::vector<uint16_t>& all, int64_t count) {
-      for (int64_t i = 0; i < count; ++i) mine.push_back(ref::to_half_bits(normal(rng), spec.dtype));
-      all.insert(all.end(), mine.begin(), mine.end());
-    };
-    fill(p.q, q, p.seq_q * r.heads_q * d_qk);
-    fill(p.k, k, p.seq_kv * r.heads_kv * d_qk);
-    fill(p.v, v, p.seq_kv * r.heads_kv * d_v);
-  }
+  const ref::PackedSequences packed = ref::pack_sequences(spec, r.q, r.kv, r.heads_q, r.heads_kv, {}, r.seed);
+  const int64_t total_q = packed.cu_q.back(), total_kv = packed.cu_kv.back();
   auto upload = [&](const void* data, size_t bytes) {
     DeviceBuffer buf = rt.alloc(bytes);
     if (bytes) buf.upload(data, bytes);
     return buf;
   };
-  DeviceBuffer dq = upload(q.data(), q.size() * 2), dk = upload(k.data(), k.size() * 2), dv = upload(v.data(), v.size() * 2);
-  DeviceBuffer dcu_q = upload(cu_q.data(), cu_q.size() * 4), dcu_kv = upload(cu_kv.data(), cu_kv.size() * 4);
+  DeviceBuffer dq = upload(packed.q.data(), packed.q.size() * 2), dk = upload(packed.k.data(), packed.k.size() * 2),
+               dv = upload(packed.v.data(), packed.v.size() * 2);
+  DeviceBuffer dcu_q = upload(packed.cu_q.data(), packed.cu_q.size() * 4),
+               dcu_kv = upload(packed.cu_kv.data(), packed.cu_kv.size() * 4);
   DeviceBuffer o = rt.alloc(size_t(total_q * r.heads_q * d_v * 2)), lse = rt.alloc(size_t(r.heads_q * total_q * 4));
   o.fill_bytes(0xFF);  // NaN: a row nobody writes fails the check
   lse.fill_bytes(0xFF);
@@ -105,18 +81,9 @@ int run_varlen(const Runtime& rt, const AttentionSpec& spec, const VarlenRun& r)
     std::vector<float> lse_all(size_t(r.heads_q * total_q));
     if (!out.empty()) o.download(out.data(), out.size() * 2);
     if (!lse_all.empty()) lse.download(lse_all.data(), lse_all.size() * 4);
-    verdict = "PASS (every sequence against the fp64 reference)";
-    const size_t row = size_t(r.heads_q * d_v);
-    for (int64_t b = 0; b < n && ok; ++b) {
-      const ref::Problem& p = seqs[size_t(b)];
-      if (p.seq_q == 0) continue;
-      std::vector<uint16_t> mine(out.begin() + cu_q[size_t(b)] * row, out.begin() + cu_q[size_t(b) + 1] * row);
-      std::vector<float> mine_lse;  // [1, heads_q, seq_q] from [heads_q, total_q]
-      for (int64_t h = 0; h < r.heads_q; ++h)
-        for (int64_t i = 0; i < p.seq_q; ++i) mine_lse.push_back(lse_all[size_t(h * total_q + cu_q[size_t(b)] + i)]);
-      const ref::Verdict vd = ref::verify(p, mine, &mine_lse);
-      if (!vd.ok) ok = false, verdict = "FAIL sequence " + std::to_string(b) + ": " + vd.message;
-    }
+    const ref::Verdict vd = ref::verify_packed(packed, out, lse_all);
+    ok = vd.ok;
+    verdict = ok ? "PASS (every sequence against the fp64 reference)" : vd.message;
   }
   const double ms = rt.time_forward(kernel, a, 3, r.reps);
   const double kv_bytes = double(total_kv * r.heads_kv * (d_qk + d_v) * 2);

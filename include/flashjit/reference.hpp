@@ -100,6 +100,23 @@ FLASHJIT_API Verdict judge(const Problem& p, const Expected& e, const std::vecto
 FLASHJIT_API Verdict verify(const Problem& p, const std::vector<uint16_t>& out_bshd,
                             const std::vector<float>* lse_bhs, int64_t max_rows = 2048);
 
+// Packed sequences (varlen, ForwardArgs::cu_seqlens_*): sequence b alone is a batch-1 problem of
+// seq_q[b] query and seq_kv[b] key tokens with N(0,1) inputs (drawn in sequence order: q, k, v of
+// sequence 0, then of 1, ...); packed, their tokens follow each other with no padding.
+struct PackedSequences {
+  std::vector<Problem> seqs;
+  std::vector<uint16_t> q, k, v;     // the packed tokens: [total, heads, d], dtype bits
+  std::vector<int32_t> cu_q, cu_kv;  // batch + 1 token offsets
+};
+// Error(usage) when the tokens of either side exceed 2^31 - 1.
+FLASHJIT_API PackedSequences pack_sequences(const AttentionSpec& spec, const std::vector<int64_t>& seq_q,
+                                            const std::vector<int64_t>& seq_kv, int64_t heads_q, int64_t heads_kv,
+                                            const std::vector<ParamValue>& params, uint64_t seed);
+// verify() of each sequence's rows of a packed output (BSHD over the total tokens, dtype bits) and
+// LSE ([heads_q, total query tokens]): the first failing sequence's verdict, its message prefixed
+// with "FAIL sequence b (seq_q x seq_kv): "; else ok with message "PASS".
+FLASHJIT_API Verdict verify_packed(const PackedSequences& p, const std::vector<uint16_t>& out,
+                                   const std::vector<float>& lse);
 
 // ---- backward ------------------------------------------------------------------------------------
 
