@@ -74,7 +74,9 @@ class ForwardKernel {
  private:
   void store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse);
   void find_key_tiles();
-  void issue_kv(Value* j, Value* entry, bool once);
+  void issue_kv(Value* j, Value* entry, bool once, bool ahead = false);
+  void keep_pages_ahead(Value* j);
+  tile::GlobalRows kv_rows(Value* j, Value* entry, int t);
   // The K or V tile of pipeline stage `stage` (its region's offset and stage size in bytes).
   SmemTile stage_tile(int region, int stage_bytes, Value* stage);
   Value* row_of(int mt, int i);
@@ -100,6 +102,7 @@ class ForwardKernel {
   Value* q0_ = nullptr;          // varlen: this sequence's first token in q/o and in k/v
   Value* kv0_ = nullptr;
   Value* page_table_ = nullptr;  // paged: this sequence's row of the block table
+  std::vector<llvm::AllocaInst*> pages_ahead_;  // paged, one entry per page: the next issue's pages
   Value *q_first_, *q_final_;    // the query positions of this CTA's first and last rows
   Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *split_, *head_, *batch_, *head_kv_;
   Value *q_base_, *k_base_, *v_base_, *smem_, *q_start_, *q_last_;
@@ -253,22 +256,46 @@ SmemTile ForwardKernel::stage_tile(int region, int stage_bytes, Value* stage) {
 }
 
 // Step j of the walk covers keys [tile·BN, +BN) and lives in stage j % S.
-void ForwardKernel::issue_kv(Value* j, Value* entry, bool once) {
+tile::GlobalRows ForwardKernel::kv_rows(Value* j, Value* entry, int t) {
+  tile::GlobalRows r{t == 1 ? k_base_ : v_base_, strides_[t][1],
+                     e_.b.CreateMul(walk_->tile(e_, j, entry), e_.c32(BN)), seq_kv_};
+  if (PAGED)
+    r.page_table = page_table_, r.page_size = arg(kParamPageSize), r.page_stride = strides_[t][0],
+    r.page_rows = plan_.target.page_size;
+  return r;
+}
+
+// `ahead`: the loop's issue, which takes its pages' table entries from pages_ahead_ (when kept)
+// and loads step j + 1's there, so a table load has a whole step to arrive instead of standing
+// between the warp and its cp.asyncs (paged decode with short walks per CTA, §12.2 of
+// docs/perf-notes.md).
+void ForwardKernel::issue_kv(Value* j, Value* entry, bool once, bool ahead) {
   auto& B = e_.b;
   Value* stage = B.CreateURem(j, e_.c32(S));
-  Value* n0 = B.CreateMul(walk_->tile(e_, j, entry), e_.c32(BN));
-  auto rows = [&](Value* base, int t) {
-    tile::GlobalRows r{base, strides_[t][1], n0, seq_kv_};
-    if (PAGED)
-      r.page_table = page_table_, r.page_size = arg(kParamPageSize), r.page_stride = strides_[t][0],
-      r.page_rows = plan_.target.page_size;
-    return r;
-  };
-  tile::GlobalRows k = rows(k_base_, 1), v = rows(v_base_, 2);
+  tile::GlobalRows k = kv_rows(j, entry, 1), v = kv_rows(j, entry, 2);
   // K and V rows are the same keys: their pages' table entries are loaded once for both.
-  if (tile::pages_per_tile(k, BN)) k.page_ids = v.page_ids = tile::tile_pages(e_, k, BN);
+  if (tile::pages_per_tile(k, BN)) {
+    if (ahead && !pages_ahead_.empty())
+      for (auto* var : pages_ahead_) k.page_ids.push_back(B.CreateLoad(e_.i32(), var));
+    else
+      k.page_ids = tile::tile_pages(e_, k, BN);
+    v.page_ids = k.page_ids;
+  }
   tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), k, spec_.head_dim_qk, plan_.threads, tid_, once);
   tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), v, spec_.head_dim_v, plan_.threads, tid_, once);
+  if (ahead && !pages_ahead_.empty()) keep_pages_ahead(B.CreateAdd(j, e_.c32(1)));
+}
+
+// The table entries of step j's pages into pages_ahead_: closed-form walks only (a listed walk's
+// next tile is itself a load), and only where a tile's pages are looked up once per page.
+void ForwardKernel::keep_pages_ahead(Value* j) {
+  if (!PAGED || walk_->has_list()) return;
+  tile::GlobalRows k = kv_rows(j, nullptr, 1);
+  if (!tile::pages_per_tile(k, BN)) return;
+  std::vector<Value*> ids = tile::tile_pages(e_, k, BN);
+  if (pages_ahead_.empty())
+    for (size_t i = 0; i < ids.size(); ++i) pages_ahead_.push_back(e_.var(e_.i32(), "page.ahead"));
+  for (size_t i = 0; i < ids.size(); ++i) e_.b.CreateStore(ids[i], pages_ahead_[i]);
 }
 
 // Q, then the first num_stages − 1 K/V tiles, one commit group each.
@@ -284,6 +311,7 @@ void ForwardKernel::load_q_and_first_kv_tiles() {
             [&] { issue_kv(e_.c32(s), walk_->entry(e_, zero, s), /*once=*/true); });
     tile::cp_async_commit(e_);
   }
+  keep_pages_ahead(e_.c32(S - 1));
   tile::cp_async_wait(e_, S - 1);  // the Q group is complete
   tc_ = tile::make_tensor_core(plan_.wgmma,
                                {spec_.dtype, BM, BN, plan_.k_steps, OT, plan_.m_tiles, plan_.q_in_registers}, warp_,
@@ -318,7 +346,8 @@ void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body)
   e_.loop(e_.c32(0), walk_->count(), 1, "kv", [&](Value* j) {
     TileWalk::Step step = walk_->begin_step(e_, j);
     e_.when(B.CreateICmpSLT(B.CreateAdd(j, e_.c32(S - 1)), walk_->count()), "issue", [&] {
-      issue_kv(B.CreateAdd(j, e_.c32(S - 1)), walk_->entry(e_, j, S - 1, step.last), /*once=*/false);
+      issue_kv(B.CreateAdd(j, e_.c32(S - 1)), walk_->entry(e_, j, S - 1, step.last), /*once=*/false,
+               /*ahead=*/true);
     });
     tile::cp_async_commit(e_);  // possibly empty: keeps "S − 1 groups pending" true at every wait
     tile::cp_async_wait(e_, S - 1);
