@@ -17,7 +17,8 @@ paged: the decode shapes of bench_decode.py with the K/V cache in pages of 16 an
 
 Every flashjit run is first checked against an fp32 computation on sampled rows (max error <= 2 x
 the same computation's in bf16 + 1e-5; NaN fails); a failed check is recorded and not timed.
-Timing: triton.testing.do_bench, median, L2 flushed between reps.
+Timing: triton.testing.do_bench, median, L2 flushed between reps; with --graph the paged suite is
+also timed by graph replay (bench/graph_timing.py; one K/V set, the same for every backend).
 
   python3 bench/bench_serving.py --suite varlen,paged --out DIR     (on the GPU machine)
   python3 bench/bench_serving.py --dry-run                          (anywhere: the shapes)
@@ -67,6 +68,11 @@ class Records:
         if ms and "bytes" in kw:
             r["tb_per_s"] = kw["bytes"] / (ms * 1e-3) / 1e12
             fig = f"{r['tb_per_s']:.2f} TB/s"
+            if kw.get("graph_ms"):
+                r["graph_tb_per_s"] = kw["bytes"] / (kw["graph_ms"] * 1e-3) / 1e12
+                fig += f"   graph {kw['graph_ms'] * 1e3:9.1f} us {r['graph_tb_per_s']:.2f} TB/s"
+            elif kw.get("graph_error"):
+                fig += "   graph failed: " + kw["graph_error"]
         print(f"  {who:18s} {status:12s} " + (f"{ms * 1e3:9.1f} us {fig}" if ms else ""), flush=True)
         (self.out / "serving.json").write_text(json.dumps(self.rows, indent=1))
 
@@ -193,7 +199,16 @@ def run_paged(ctx, rec, shape):
         checks.append((bi, ref, low))
     kern = kernel(ctx, ("decode", d), f"name: decode_d{d}\ndtype: bf16\nhead_dim: {d}\n")
 
-    def timed(name, launch, o):
+    def graph(build):
+        if not ctx["graph"]:
+            return {}
+        try:
+            return dict(graph_ms=ctx["graph_ms"](torch, [build]))
+        except Exception as e:  # noqa: BLE001 — recorded: this run's graph time is missing
+            return dict(graph_error=" ".join(str(e).split())[:200])
+
+    def timed(name, build, o):
+        launch = build()
         launch()
         torch.cuda.synchronize()
         for bi, ref, low in checks:
@@ -201,10 +216,11 @@ def run_paged(ctx, rec, shape):
             if not ok:
                 rec.add(case, name, status="FAILED", bytes=nbytes, check=f"sequence {bi}: {msg}")
                 return
-        rec.add(case, name, do_bench(launch, rep=ctx["rep"], return_mode="median"), bytes=nbytes, check=msg)
+        rec.add(case, name, do_bench(launch, rep=ctx["rep"], return_mode="median"), bytes=nbytes, check=msg,
+                **graph(build))
 
     o = torch.full_like(q, float("nan"))
-    timed("flashjit contiguous", kern.prepare(q, k, v, o), o)
+    timed("flashjit contiguous", lambda: kern.prepare(q, k, v, o), o)
     for page in PAGE_SIZES:
         per_seq = (skv + page - 1) // page
         perm = torch.randperm(b * per_seq, generator=torch.Generator().manual_seed(page)).to(torch.int32)
@@ -219,7 +235,8 @@ def run_paged(ctx, rec, shape):
         pool_v[table.long().view(-1)] = vp.view(b * per_seq, page, hkv, d)
         del kp, vp
         o = torch.full_like(q, float("nan"))
-        timed(f"flashjit page {page}", kern.prepare(q, pool_k, pool_v, o, block_table=table, seq_kv=skv), o)
+        timed(f"flashjit page {page}",
+              lambda: kern.prepare(q, pool_k, pool_v, o, block_table=table, seq_kv=skv), o)
         del pool_k, pool_v
     from torch.nn.attention import SDPBackend, sdpa_kernel
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
@@ -228,7 +245,8 @@ def run_paged(ctx, rec, shape):
             fn = lambda: F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=group > 1)
             fn()
             torch.cuda.synchronize()
-            rec.add(case, "sdpa-cudnn contiguous", do_bench(fn, rep=ctx["rep"], return_mode="median"), bytes=nbytes)
+            rec.add(case, "sdpa-cudnn contiguous", do_bench(fn, rep=ctx["rep"], return_mode="median"), bytes=nbytes,
+                    **graph(lambda: fn))
     except Exception as e:  # noqa: BLE001
         rec.add(case, "sdpa-cudnn contiguous", status="unsupported", bytes=nbytes, error=" ".join(str(e).split())[:200])
     del q, k, v
@@ -236,9 +254,10 @@ def run_paged(ctx, rec, shape):
 
 
 def print_tables(rows):
-    for suite, metric, unit in (("varlen", "tflops", "TFLOP/s"), ("paged", "tb_per_s", "TB/s")):
+    for suite, metric, unit in (("varlen", "tflops", "TFLOP/s"), ("paged", "tb_per_s", "TB/s"),
+                                ("paged", "graph_tb_per_s", "TB/s by graph replay")):
         mine = [r for r in rows if r["case"].startswith(suite)]
-        if not mine:
+        if not mine or not any(r.get(metric) for r in mine):
             continue
         names = list(dict.fromkeys(r["backend"] for r in mine))
         cases = list(dict.fromkeys(r["case"] for r in mine))
@@ -259,6 +278,7 @@ def main():
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--rep", type=int, default=100)
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--graph", action="store_true", help="paged: also time by CUDA graph replay")
     args = ap.parse_args()
     suites = args.suite.split(",")
     dims = [int(x) for x in args.dims.split(",")]
@@ -273,9 +293,11 @@ def main():
     import torch.nn.functional as F
     from triton.testing import do_bench
     import flashjit_ctypes as fj
+    from graph_timing import graph_ms
     torch._dynamo.config.recompile_limit = 1000
     torch.empty(1, device="cuda")
-    ctx = dict(torch=torch, F=F, fj=fj, do_bench=do_bench, rt=fj.Runtime(0), rep=args.rep, kernels={})
+    ctx = dict(torch=torch, F=F, fj=fj, do_bench=do_bench, rt=fj.Runtime(0), rep=args.rep, kernels={},
+               graph=args.graph, graph_ms=graph_ms)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, flashjit {fj.version()}", flush=True)
     rec = Records(args.out)
     if "varlen" in suites:
