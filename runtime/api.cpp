@@ -170,7 +170,7 @@ void Kernel::forward(const ForwardArgs& args) const {
   auto stream = static_cast<cu::CUstream>(args.stream);
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
-  rt::StreamScratch scratch(stream);  // after the guard: freed with the context current
+  rt::StreamScratch scratch(*k.ctx, stream);  // after the guard: freed with the context current
   auto launch_on = [&](cu::CUfunction f, const char* what) {
     rt::check_launch(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(heads_y), static_cast<unsigned>(args.batch),
                                       static_cast<unsigned>(c.threads), 1, 1, f == loaded.function ? c.shared_bytes : 0,
@@ -183,7 +183,7 @@ void Kernel::forward(const ForwardArgs& args) const {
     const int64_t rows = rt::checked_product({splits, varlen ? 1 : args.batch, args.heads_q, args.seq_q},
                                              "forward: the split-KV workspace");
     const int64_t bytes = rt::checked_product({rows, k.spec->dsl.head_dim_v + 1, 4}, "forward: the split-KV workspace");
-    const cu::CUdeviceptr partial = scratch.alloc(size_t(bytes), "cuMemAllocAsync(split-KV partial O and LSE)");
+    const cu::CUdeviceptr partial = scratch.alloc(size_t(bytes), "split-KV partial O and LSE");
     launch.fixed.num_splits = splits;
     launch.fixed.partial_o = reinterpret_cast<float*>(partial);
     launch.fixed.partial_lse = reinterpret_cast<float*>(partial) + rows * k.spec->dsl.head_dim_v;
@@ -202,8 +202,8 @@ void Kernel::forward(const ForwardArgs& args) const {
       counts = reinterpret_cast<cu::CUdeviceptr>(m->counts.data());
     } else {
       MapShape shape = map_shape(c, args);
-      tiles = scratch.alloc(shape.tiles_bytes, "cuMemAllocAsync(forward block map)");
-      counts = scratch.alloc(shape.counts_bytes, "cuMemAllocAsync(forward block map counts)");
+      tiles = scratch.alloc(shape.tiles_bytes, "forward block map");
+      counts = scratch.alloc(shape.counts_bytes, "forward block map counts");
       own_map = true;
     }
     launch.slots.push_back(&tiles);

@@ -179,12 +179,12 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
   ContextGuard guard(*m.ctx);
   const cu::Driver& d = cu::driver();
   const size_t rows = size_t(rt::checked_product({args.batch, args.heads_q, args.seq_q, 4}, "backward: the workspace size") / 4);
-  StreamScratch scratch(stream);  // after the guard: freed with the context current
-  const cu::CUdeviceptr delta = scratch.alloc(rows * 4, "cuMemAllocAsync(backward workspace)");
+  StreamScratch scratch(*m.ctx, stream);  // after the guard: freed with the context current
+  const cu::CUdeviceptr delta = scratch.alloc(rows * 4, "backward workspace");
   launch.set_workspace(reinterpret_cast<float*>(delta));
   // Block maps (masks that read tensors): built on the stream now, freed after the kernels.
   auto alloc = [&](size_t entries) {
-    return reinterpret_cast<int32_t*>(scratch.alloc(entries * 4, "cuMemAllocAsync(backward block map)"));
+    return reinterpret_cast<int32_t*>(scratch.alloc(entries * 4, "backward block map"));
   };
   const BlockMapPolicy& policy = spec.block_map;
   const size_t n_maps = size_t(policy.per_batch ? args.batch : 1) * size_t(policy.per_head ? args.heads_q : 1);

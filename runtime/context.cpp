@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "support/knobs.hpp"
 #include "support/log.hpp"
 
 namespace flashjit::rt {
@@ -35,7 +36,30 @@ DeviceInfo query(cu::CUdevice dev, int ordinal) {
 }  // namespace
 
 Context::~Context() {
+  // A pool with allocations still in flight is released by the driver when they are freed.
+  if (pool_) cu::driver().cuMemPoolDestroy(pool_);
   if (owns_primary) cu::driver().cuDevicePrimaryCtxRelease(device);
+}
+
+cu::CUmemoryPool Context::scratch_pool() const {
+  std::call_once(pool_once_, [this] {
+    const cu::Driver& d = cu::driver();
+    cu::CUmemPoolProps props{};
+    props.allocType = cu::CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.locationType = cu::CU_MEM_LOCATION_TYPE_DEVICE;
+    props.locationId = device;
+    cu::CUmemoryPool pool = nullptr;
+    cu::check(d.cuMemPoolCreate(&pool, &props), "cuMemPoolCreate(launch scratch)");
+    uint64_t keep = knob::parse_size(knob::get("FLASHJIT_SCRATCH_KEEP"), "FLASHJIT_SCRATCH_KEEP");
+    if (cu::CUresult r = d.cuMemPoolSetAttribute(pool, cu::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+        r != cu::CUDA_SUCCESS) {
+      d.cuMemPoolDestroy(pool);
+      cu::check(r, "cuMemPoolSetAttribute(release threshold)");
+    }
+    pool_ = pool;
+  });
+  // call_once rethrows a failure and tries again on the next call.
+  return pool_;
 }
 
 std::shared_ptr<Context> open_context(int ordinal) {

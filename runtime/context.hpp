@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "flashjit/flashjit.hpp"
 #include "runtime/driver.hpp"
@@ -14,6 +15,17 @@ struct Context {
   bool owns_primary = false;  // true: we retained the primary context and release it
   DeviceInfo info;
   ~Context();
+
+  // The pool launch scratch comes from (scratch.hpp), created on first use. It keeps up to
+  // FLASHJIT_SCRATCH_KEEP bytes mapped across synchronisations: a pool with the driver's default
+  // release threshold (0) unmaps its free memory at every synchronisation, and the next call's
+  // stream-ordered allocation maps it again — on the H200 that doubled a synchronised 48 µs
+  // split-KV decode call (docs/perf-notes.md §12.4).
+  cu::CUmemoryPool scratch_pool() const;
+
+ private:
+  mutable std::once_flag pool_once_;
+  mutable cu::CUmemoryPool pool_ = nullptr;
 };
 
 // The caller's current context when it is on `ordinal`, else the device's primary context.

@@ -16,6 +16,22 @@ using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 using CUlinkState = struct CUlinkState_st*;
+using CUmemoryPool = struct CUmemPoolHandle_st*;
+
+// CUmemPoolProps (cuda.h, CUDA 11.2+; 88 bytes in every version since, later fields carved out of
+// `reserved`, zero meaning their default).
+struct CUmemPoolProps {
+  int allocType;      // CUmemAllocationType: CU_MEM_ALLOCATION_TYPE_PINNED = 1
+  int handleTypes;    // CUmemAllocationHandleType: 0, none
+  int locationType;   // CUmemLocation.type: CU_MEM_LOCATION_TYPE_DEVICE = 1
+  int locationId;     // CUmemLocation.id: the device ordinal
+  void* win32SecurityAttributes;
+  unsigned char reserved[64];
+};
+static_assert(sizeof(CUmemPoolProps) == 88, "CUmemPoolProps must match cuda.h's layout");
+constexpr int CU_MEM_ALLOCATION_TYPE_PINNED = 1;
+constexpr int CU_MEM_LOCATION_TYPE_DEVICE = 1;
+constexpr int CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;

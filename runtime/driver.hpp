@@ -48,6 +48,10 @@ namespace flashjit::cu {
   X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                               \
   X(cuMemAllocAsync, "cuMemAllocAsync", (CUdeviceptr*, size_t, CUstream))                            \
   X(cuMemFreeAsync, "cuMemFreeAsync", (CUdeviceptr, CUstream))                                       \
+  X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", (CUdeviceptr*, size_t, CUmemoryPool, CUstream)) \
+  X(cuMemPoolCreate, "cuMemPoolCreate", (CUmemoryPool*, const CUmemPoolProps*))                      \
+  X(cuMemPoolDestroy, "cuMemPoolDestroy", (CUmemoryPool))                                            \
+  X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", (CUmemoryPool, int, void*))                      \
   X(cuMemGetInfo, "cuMemGetInfo_v2", (size_t*, size_t*))                                            \
   X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                          \
   X(cuStreamGetCtx, "cuStreamGetCtx", (CUstream, CUcontext*))                                        \

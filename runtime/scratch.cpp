@@ -1,8 +1,14 @@
 #include "runtime/scratch.hpp"
 
 #include <algorithm>
+#include <string>
+
+#include "runtime/dispatch.hpp"
 
 namespace flashjit::rt {
+
+StreamScratch::StreamScratch(const Context& ctx, cu::CUstream stream)
+    : stream_(stream), pool_(stream_capturing(ctx, stream) ? nullptr : ctx.scratch_pool()) {}
 
 StreamScratch::~StreamScratch() {
   const cu::Driver& d = cu::driver();
@@ -13,7 +19,12 @@ cu::CUdeviceptr StreamScratch::alloc(size_t bytes, const char* what) {
   bytes = std::max<size_t>(bytes, 4);
   cu::CUdeviceptr p = 0;
   ptrs_.reserve(ptrs_.size() + 1);  // so that push_back cannot throw with `p` allocated
-  cu::check_alloc(cu::driver().cuMemAllocAsync(&p, bytes, stream_), what, bytes);
+  const cu::Driver& d = cu::driver();
+  if (pool_)
+    cu::check_alloc(d.cuMemAllocFromPoolAsync(&p, bytes, pool_, stream_),
+                    ("cuMemAllocFromPoolAsync(" + std::string(what) + ")").c_str(), bytes);
+  else
+    cu::check_alloc(d.cuMemAllocAsync(&p, bytes, stream_), ("cuMemAllocAsync(" + std::string(what) + ")").c_str(), bytes);
   ptrs_.push_back(p);
   return p;
 }

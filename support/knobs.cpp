@@ -24,7 +24,9 @@ namespace flashjit::knob {
   X("FLASHJIT_AUTOTUNE", "enum", "quick", "off|quick|full",                                        \
     "autotuning: off = heuristic table; quick/full = stored tunings, else tune each shape bucket on first use") \
   X("FLASHJIT_MMA", "enum", "auto", "auto|sync",                                                    \
-    "tensor-core instruction: auto = wgmma on sm_90a where the tile config allows, else mma.sync; sync = mma.sync")
+    "tensor-core instruction: auto = wgmma on sm_90a where the tile config allows, else mma.sync; sync = mma.sync") \
+  X("FLASHJIT_SCRATCH_KEEP", "size", "256MiB", "",                                                   \
+    "device memory the launch scratch pool (split-KV partials, block maps, backward workspace) keeps between calls; 0 returns it at every synchronisation")
 
 uint64_t parse_size(std::string_view text, std::string_view what) {
   auto bad = [&] {

@@ -185,7 +185,7 @@ TEST_CASE(
   const Error backward = error_of([&] { kernel.backward(huge.args); });
   CHECK(backward.kind() == ErrorKind::out_of_memory);
   CHECK_THAT(backward.what(),
-             Catch::Contains("cuMemAllocAsync(backward workspace) of 274877906944 bytes (256.0 GiB)") &&
+             Catch::Contains("cuMemAllocFromPoolAsync(backward workspace) of 274877906944 bytes (256.0 GiB)") &&
                  Catch::Contains("CUDA_ERROR_OUT_OF_MEMORY"));
   // The same kernel, right after: the failures left nothing allocated or broken.
   CHECK(forward_verifies(rt, kernel, "after-out-of-memory"));
