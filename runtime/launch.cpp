@@ -79,7 +79,8 @@ void check_varlen(const AnalyzedSpec& analyzed, const ForwardArgs& a) {
         std::to_string(a.seq_q) + "] (seq_q is the total of the packed query tokens)");
   if (a.max_seqlen_kv < 0 || a.max_seqlen_kv > a.seq_kv)
     bad("max_seqlen_kv is " + std::to_string(a.max_seqlen_kv) + "; with varlen it must be in [0, seq_kv = " +
-        std::to_string(a.seq_kv) + "] (seq_kv is the total of the packed key tokens)");
+        std::to_string(a.seq_kv) + "] (seq_kv is " +
+        (a.block_table ? "the most keys a sequence's pages hold" : "the total of the packed key tokens") + ")");
   if (std::optional<std::string> why = varlen_blocker(analyzed)) bad("varlen (cu_seqlens) is not possible: " + *why);
   if (a.block_map) bad("block_map cannot be combined with varlen (cu_seqlens)");
 }
@@ -101,7 +102,6 @@ void check_paged(const AnalyzedSpec& analyzed, const ForwardArgs& a) {
         std::to_string(a.max_pages_per_seq * a.page_size) + " keys a sequence's pages can hold");
   if (reinterpret_cast<uintptr_t>(a.block_table) % 4 != 0 || reinterpret_cast<uintptr_t>(a.seqused_kv) % 4 != 0)
     bad("block_table and seqused_kv must be 4-byte aligned int32 arrays");
-  if (a.cu_seqlens_q || a.cu_seqlens_kv) bad("a paged K/V cache (block_table) with varlen (cu_seqlens) is not supported yet");
   if (std::optional<std::string> why = varlen_blocker(analyzed)) bad("a paged K/V cache is not possible: " + *why);
   if (a.block_map) bad("block_map cannot be combined with a paged K/V cache");
 }

@@ -249,8 +249,12 @@ struct ForwardArgs : ProblemShape {
   // block_table[b · max_pages_per_seq + n / page_size] (int32, device, [batch, max_pages_per_seq]).
   // page_size: any positive multiple of 16. seq_kv: the most keys a sequence has (at most
   // max_pages_per_seq · page_size); seqused_kv (int32, device, [batch], optional): each sequence's
-  // key count. Masks see each sequence's own seq_kv, so causal_br is its decode alignment. Not with
-  // varlen yet; the table's page ids are not checked on the host (they live on the device).
+  // key count. Masks see each sequence's own seq_kv, so causal_br is its decode alignment. With
+  // varlen (packed queries against a paged cache, FlashAttention's flash_attn_varlen_func with a
+  // block table): q and o are packed by cu_seqlens_q; sequence b has cu_seqlens_kv[b + 1] −
+  // cu_seqlens_kv[b] keys (seqused_kv[b] when given), all in its pages; seq_kv is then the most
+  // keys a sequence has, as without varlen. The table's page ids are not checked on the host
+  // (they live on the device).
   const int32_t* block_table = nullptr;
   int64_t page_size = 0, max_pages_per_seq = 0;
   const int32_t* seqused_kv = nullptr;

@@ -150,7 +150,6 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   if (target.varlen || target.paged)
     if (std::optional<std::string> why = varlen_blocker(*spec))
       reject(c, std::string(target.varlen ? "varlen" : "a paged K/V cache") + " is not possible: " + *why);
-  if (target.varlen && target.paged) reject(c, "varlen with a paged K/V cache is not supported yet");
   if (target.page_size && (!target.paged || target.page_size < 0 || target.page_size % 16))
     reject(c, "page_size " + std::to_string(target.page_size) + " is not allowed: a positive multiple of 16, paged only");
   ForwardPlan p;

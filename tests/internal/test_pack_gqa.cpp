@@ -112,12 +112,14 @@ TEST_CASE("pack_gqa: the packed, split, varlen and paged forwards assemble witho
   for (const auto& [spec, group] : cases)
     for (const char* arch : {"sm_90a", "sm_80"})
       // packed; + split; + split and varlen; + split and paged: the page size read at run time,
-      // specialised to 16 (pages per key tile) and to 256 (tiles per page)
-      for (int form = 0; form < 6; ++form) {
+      // specialised to 16 (pages per key tile) and to 256 (tiles per page); + split, varlen and
+      // paged 16 (packed queries against a paged cache)
+      for (int form = 0; form < 7; ++form) {
       const bool split = form > 0;
       StageOptions stages;
       stages.keep_llvm_ir = false;
-      const CompiledKernel k = compile_planned(plan_packed(spec, group, arch, split, form == 2, form >= 3, form == 4 ? 16 : form == 5 ? 256 : 0), stages);
+      const CompiledKernel k = compile_planned(plan_packed(spec, group, arch, split, form == 2 || form == 6, form >= 3,
+                                                         form == 4 || form == 6 ? 16 : form == 5 ? 256 : 0), stages);
       const std::string path = dir.path + "/k.ptx";
       std::ofstream(path) << k.ptx;
       const test::Command r = test::run_command("'" + tool + "' -v -arch=" + arch + " -o " + path + ".cubin " + path);

@@ -61,6 +61,28 @@ TEST_CASE("varlen: misuse names the field and what is allowed", "[varlen]") {
   expect_launch_usage(spec_of(), a, "max_seqlen_kv is -1");
 }
 
+TEST_CASE("varlen with a paged cache: packed queries, keys through the block table", "[varlen][paged]") {
+  ForwardArgs a = varlen_args();
+  a.block_table = reinterpret_cast<const int32_t*>(launch_memory() + 64);
+  a.page_size = 16, a.max_pages_per_seq = 8;  // seq_kv 120: the most keys a sequence has
+  rt::ForwardLaunch launch;
+  REQUIRE_NOTHROW(rt::pack_forward(*analyze_spec(spec_of()), a, launch));
+  CHECK(launch.fixed.cu_seqlens_kv == a.cu_seqlens_kv);
+  CHECK(launch.fixed.block_table == a.block_table);
+  a.max_seqlen_kv = 121;
+  expect_launch_usage(spec_of(), a, "max_seqlen_kv is 121; with varlen it must be in [0, seq_kv = 120] (seq_kv is the "
+                                    "most keys a sequence's pages hold)");
+  a = varlen_args();
+  a.block_table = reinterpret_cast<const int32_t*>(launch_memory() + 64);
+  a.page_size = 16, a.max_pages_per_seq = 7;  // 112 keys < seq_kv
+  expect_launch_usage(spec_of(), a, "seq_kv 120 exceeds max_pages_per_seq * page_size = 112");
+  KernelRequest r;
+  r.target.arch = "sm_90a";
+  r.target.varlen = r.target.paged = true;
+  r.target.page_size = 16;
+  CHECK_THAT(plan_kernel(analyze_spec(spec_of()), r).plan->describe(), Catch::Contains("+varlen +paged16"));
+}
+
 TEST_CASE("varlen: specs it cannot serve are refused, naming why", "[varlen]") {
   AttentionSpec doc = spec_of("causal && document(doc)");
   doc.tensors = {{"doc", ScalarType::i32, {"batch", "seq_kv"}}};
