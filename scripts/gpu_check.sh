@@ -10,6 +10,8 @@ TEST_FILTER=("$@")   # optional Catch2 test filter, e.g. "[masks]"
 # test_gpu_varlen 18 (3 with a paged cache), test_gpu_paged 14, test_gpu_driver_faults 5 (the runs after each fault: 2
 # after out of memory, forward and backward; 1 after a failed module load; 2 with a second
 # context). Change it with the cases; with a filter the count is printed, not required.
+# A full run took over 600 s (one device call's limit) on 2026-12-01: run it as two calls then,
+# `gpu_check.sh '[gpu]'` (every GPU case; compare the count with this) and `gpu_check.sh '~[gpu]'`.
 EXPECTED_GPU_CASES=563
 source scripts/gpu_env.sh
 # No driver JIT cache: compile times measured here are cold (flashjit's own cache is per test).
