@@ -28,6 +28,7 @@
 #include "templates/common/kernel_args.hpp"
 #include "templates/common/kv_bounds.hpp"
 #include "templates/common/tile_walk.hpp"
+#include "templates/fwd/sequence.hpp"
 
 namespace flashjit {
 
@@ -135,8 +136,6 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
     for (int i = 0; i < 3; ++i) strides_[t][i] = arg(kParamStrides + 3 * t + i);
-  seq_q_ = arg(kParamSeqQ);
-  seq_kv_ = arg(kParamSeqKv);
   scale_log2_ = arg(kParamScaleLog2);
 
   tid_ = tile::thread_id(e_);
@@ -145,33 +144,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   g_ = B.CreateLShr(lane_, 2);             // fragment row (and row + 8)
   t4_ = B.CreateAnd(lane_, e_.c32(3));     // fragment column pair
   batch_ = tile::block_id(e_, 2);
-  if (VARLEN) {  // sequence b: tokens [cu[b], cu[b + 1])
-    auto at = [&](int param, Value* i) {
-      return B.CreateAlignedLoad(e_.i32(), B.CreateGEP(e_.i32(), arg(param), i), llvm::Align(4));
-    };
-    Value* next = B.CreateAdd(batch_, e_.c32(1));
-    q0_ = at(kParamCuSeqlensQ, batch_);
-    kv0_ = at(kParamCuSeqlensKv, batch_);
-    seq_q_ = B.CreateSub(at(kParamCuSeqlensQ, next), q0_);
-    seq_kv_ = B.CreateSub(at(kParamCuSeqlensKv, next), kv0_);
-  }
-  if (PAGED) {  // sequence b's keys: seqused_kv[b] when given; its pages: row b of the block table
-    Value* used = arg(kParamSeqUsedKv);
-    llvm::BasicBlock* from = B.GetInsertBlock();
-    llvm::BasicBlock* load = llvm::BasicBlock::Create(e_.ctx, "seqused", fn_);
-    llvm::BasicBlock* join = llvm::BasicBlock::Create(e_.ctx, "seqused.done", fn_);
-    B.CreateCondBr(B.CreateICmpNE(used, llvm::ConstantPointerNull::get(llvm::PointerType::get(e_.ctx, 1))), load, join);
-    B.SetInsertPoint(load);
-    Value* n = B.CreateAlignedLoad(e_.i32(), B.CreateGEP(e_.i32(), used, batch_), llvm::Align(4));
-    B.CreateBr(join);
-    B.SetInsertPoint(join);
-    llvm::PHINode* keys = B.CreatePHI(e_.i32(), 2, "seq_kv");
-    keys->addIncoming(seq_kv_, from);
-    keys->addIncoming(n, load);
-    seq_kv_ = keys;
-    page_table_ = B.CreateGEP(e_.i32(), arg(kParamBlockTable),
-                              B.CreateMul(B.CreateZExt(batch_, e_.i64()), B.CreateZExt(arg(kParamPagesPerSeq), e_.i64())));
-  }
+  const SequenceView seq = sequence_view(e_, fn_, batch_, VARLEN, PAGED);
+  seq_q_ = seq.seq_q, seq_kv_ = seq.seq_kv, q0_ = seq.q0, kv0_ = seq.kv0, page_table_ = seq.page_table;
   // Grid x = split · q_tiles + query tile (templates/common/forward_abi.hpp); q_tiles from the
   // grid, since a varlen sequence may be shorter than the longest one the grid is sized for.
   rows_ = G > 1 ? B.CreateMul(seq_q_, e_.c32(G)) : seq_q_;
