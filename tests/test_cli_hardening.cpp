@@ -208,17 +208,20 @@ std::string first_id(const std::string& json) {
 
 }  // namespace
 
-TEST_CASE("cli: FLASHJIT_CACHE_MAX_BYTES is checked by every command before it runs", "[cli][hardening]") {
+TEST_CASE("cli: the size knobs (FLASHJIT_CACHE_MAX_BYTES, FLASHJIT_SCRATCH_KEEP) are checked by every command before it runs",
+          "[cli][hardening]") {
   test::TempDir d;
   const std::string spec = write(d, "s.yaml", kSpec);
-  for (const std::string& args : {"check '" + spec + "'", std::string("info"), std::string("cache show 0123"),
-                                 std::string("cache export -")}) {
-    INFO(args);
-    auto r = cli(d, args, "FLASHJIT_CACHE_MAX_BYTES=lots");
-    CHECK(r.code == 2);
-    CHECK_THAT(r.output, Catch::Contains("FLASHJIT_CACHE_MAX_BYTES='lots' is not a size"));
+  for (const std::string knob : {"FLASHJIT_CACHE_MAX_BYTES", "FLASHJIT_SCRATCH_KEEP"}) {
+    for (const std::string& args : {"check '" + spec + "'", std::string("info"), std::string("cache show 0123"),
+                                   std::string("cache export -")}) {
+      INFO(knob << ": " << args);
+      auto r = cli(d, args, knob + "=lots");
+      CHECK(r.code == 2);
+      CHECK_THAT(r.output, Catch::Contains(knob + "='lots' is not a size"));
+    }
+    CHECK(cli(d, "check '" + spec + "'", knob + "=512MiB").code == 0);
   }
-  CHECK(cli(d, "check '" + spec + "'", "FLASHJIT_CACHE_MAX_BYTES=512MiB").code == 0);
 }
 
 TEST_CASE("cli: JSON output writes C1 controls and DEL as \\u escapes, never raw", "[cli][hardening]") {
