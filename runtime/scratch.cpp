@@ -7,9 +7,6 @@
 
 namespace flashjit::rt {
 
-StreamScratch::StreamScratch(const Context& ctx, cu::CUstream stream)
-    : stream_(stream), pool_(stream_capturing(ctx, stream) ? nullptr : ctx.scratch_pool()) {}
-
 StreamScratch::~StreamScratch() {
   const cu::Driver& d = cu::driver();
   for (cu::CUdeviceptr p : ptrs_) d.cuMemFreeAsync(p, stream_);
@@ -20,6 +17,10 @@ cu::CUdeviceptr StreamScratch::alloc(size_t bytes, const char* what) {
   cu::CUdeviceptr p = 0;
   ptrs_.reserve(ptrs_.size() + 1);  // so that push_back cannot throw with `p` allocated
   const cu::Driver& d = cu::driver();
+  if (!pool_ && !capturing_) {
+    capturing_ = stream_capturing(ctx_, stream_);
+    if (!capturing_) pool_ = ctx_.scratch_pool();
+  }
   if (pool_)
     cu::check_alloc(d.cuMemAllocFromPoolAsync(&p, bytes, pool_, stream_),
                     ("cuMemAllocFromPoolAsync(" + std::string(what) + ")").c_str(), bytes);

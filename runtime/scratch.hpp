@@ -15,7 +15,7 @@ namespace flashjit::rt {
 
 class StreamScratch {
  public:
-  StreamScratch(const Context& ctx, cu::CUstream stream);
+  StreamScratch(const Context& ctx, cu::CUstream stream) : ctx_(ctx), stream_(stream) {}
   ~StreamScratch();  // frees what free() did not (an exception left the launch); never throws
   StreamScratch(const StreamScratch&) = delete;
   StreamScratch& operator=(const StreamScratch&) = delete;
@@ -26,8 +26,10 @@ class StreamScratch {
   void free();
 
  private:
+  const Context& ctx_;
   cu::CUstream stream_;
-  cu::CUmemoryPool pool_ = nullptr;  // null: the stream is capturing
+  bool capturing_ = false;           // decided at the first alloc: most launches allocate nothing
+  cu::CUmemoryPool pool_ = nullptr;  // the context's pool, unless capturing
   std::vector<cu::CUdeviceptr> ptrs_;
 };
 
