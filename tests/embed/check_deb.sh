@@ -31,9 +31,10 @@ depends=$(dpkg-deb -f "$deb" Depends)
 for elf in "$tmp/root/usr/bin/flashjit" "$tmp"/root/usr/lib/libflashjit.so.*.*; do
   for lib in $(readelf -d "$elf" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
     [ -e "$tmp/root/usr/lib/$lib" ] && continue
-    path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+    # awk reads to the end (no `exit`): under pipefail, ldconfig killed by SIGPIPE would end the script.
+    path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ && p == "" {p = $NF} END {print p}')
     [ -n "$path" ] || fail "$(basename "$elf") needs $lib, which is not installed here"
-    pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null || dpkg -S "$path" | head -1)
+    pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null || dpkg -S "$path" | awk 'NR == 1')
     pkg=${pkg%%:*}
     echo ", $depends," | grep -q ", $pkg[ ,(]" || fail "$(basename "$elf") needs $lib from $pkg, which Depends ($depends) lacks"
   done
