@@ -27,6 +27,11 @@ llvm::Value* grid_dim(Emitter& e, int axis) {
 
 void sync_threads(Emitter& e) { e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_barrier0), {}); }
 
+void sync_warpgroup(Emitter& e, llvm::Value* group) {
+  e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_barrier_sync_cnt),
+                 {e.b.CreateAdd(group, e.c32(1)), e.c32(128)});
+}
+
 llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask) {
   // c = 0x1f: the whole warp is one segment (PTX ISA §9.7.8.6, "shfl.sync", operand c).
   return e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_shfl_sync_bfly_f32),
@@ -44,6 +49,11 @@ llvm::Value* log2_fast(Emitter& e, llvm::Value* x) {
 llvm::Value* tanh_fast(Emitter& e, llvm::Value* x) {
   auto* type = llvm::FunctionType::get(e.f32(), {e.f32()}, false);
   return e.b.CreateCall(llvm::InlineAsm::get(type, "tanh.approx.f32 $0, $1;", "=f,f", /*hasSideEffects=*/false), {x});
+}
+
+llvm::Value* in_loop(Emitter& e, llvm::Value* x) {
+  auto* type = llvm::FunctionType::get(e.i32(), {e.i32()}, false);
+  return e.b.CreateCall(llvm::InlineAsm::get(type, "mov.b32 $0, $1;", "=r,r", /*hasSideEffects=*/true), {x});
 }
 
 llvm::Value* shared_base(Emitter& e) {

@@ -9,6 +9,8 @@ llvm::Value* thread_id(Emitter& e);            // %tid.x
 llvm::Value* block_id(Emitter& e, int axis);   // %ctaid.{x,y,z}
 llvm::Value* grid_dim(Emitter& e, int axis);   // %nctaid.{x,y,z}
 void sync_threads(Emitter& e);                 // bar.sync 0
+// bar.sync 1 + group, 128: the 128 threads of warpgroup `group` (0 or 1) only (PTX ISA §9.7.13.1).
+void sync_warpgroup(Emitter& e, llvm::Value* group);
 // shfl.sync.bfly.b32 over the full warp (PTX ISA §9.7.8.6).
 llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask);
 // ex2.approx.ftz.f32: 2 ulp, flushes denormals; llvm.exp2 does not lower to it in LLVM 19.
@@ -18,6 +20,10 @@ llvm::Value* log2_fast(Emitter& e, llvm::Value* x);
 // tanh.approx.f32 (sm_75+, PTX ISA §9.7.3.22): one SFU instruction, ~2^-11 relative error; what
 // FlashAttention's softcap uses (cutlass::fast_tanh). LLVM 19 has no intrinsic for it.
 llvm::Value* tanh_fast(Emitter& e, llvm::Value* x);
+// `x` (i32) through an empty asm statement with side effects: a value LLVM cannot hoist out of the
+// loop it is emitted in. Addresses derived from it stay one register plus immediate offsets inside
+// the loop, instead of one loop-invariant register each, live across the whole loop.
+llvm::Value* in_loop(Emitter& e, llvm::Value* x);
 // The kernel's dynamic shared memory (`extern __shared__`), declared 1024-byte aligned, as an
 // addrspace(3) pointer. wgmma kernels still round the base up at run time (templates/fwd/plan.hpp).
 llvm::Value* shared_base(Emitter& e);

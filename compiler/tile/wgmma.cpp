@@ -3,6 +3,7 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/InlineAsm.h>
 
+#include "compiler/tile/gpu.hpp"
 #include "compiler/tile/inline_ptx.hpp"
 
 #include <string>
@@ -54,7 +55,7 @@ llvm::Value* smem_desc(Emitter& e, llvm::Value* addr, int lbo_bytes, int sbo_byt
 }
 
 std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vector<llvm::Value*>& acc, const WgmmaA& a,
-                                llvm::Value* b_desc, bool trans_b, bool accumulate) {
+                                llvm::Value* b_desc, bool trans_b, bool accumulate, bool trans_a, int b_desc_add) {
   const int nacc = n / 2;
   const char* ab = dtype == DType::bf16 ? "bf16" : "f16";
   std::vector<llvm::Value*> args(acc.begin(), acc.end());
@@ -79,15 +80,49 @@ std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vecto
   args.push_back(e.c32(accumulate ? 1 : 0));
   constraints += ",r,~{memory}";
   const std::string scale_d = "$" + std::to_string(next++);
-  // scale-d (a predicate): 1 accumulates, 0 overwrites; scale-a = scale-b = 1; trans-a (descriptor A only) = 0.
-  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, " + scale_d + ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
+  // scale-d (a predicate): 1 accumulates, 0 overwrites; scale-a = scale-b = 1; trans-a (descriptor A only).
+  // A descriptor's start address is its low 14 bits in 16-byte units; the offsets stay inside it.
+  std::string adds;
+  auto added = [&](std::string& operand, int bytes, const char* reg) {
+    if (!bytes) return;
+    adds += ".reg .b64 " + std::string(reg) + ";\nadd.s64 " + reg + ", " + operand + ", " + std::to_string(bytes >> 4) + ";\n";
+    operand = reg;
+  };
+  std::string b_operand = b_text;
+  if (a.desc) added(a_text, a.desc_add, "da");
+  added(b_operand, b_desc_add, "db");
+  std::string text = "{\n.reg .pred p;\n" + adds + "setp.ne.b32 p, " + scale_d + ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
                      std::to_string(n) + "k16.f32." + ab + "." + ab + " " + asm_reg_list(0, nacc) + ", " + a_text + ", " +
-                     b_text + ", p, 1, 1, " + (a.desc ? "0, " : "") + (trans_b ? "1" : "0") + ";\n}";
+                     b_operand + ", p, 1, 1, " + (a.desc ? (trans_a ? "1, " : "0, ") : "") + (trans_b ? "1" : "0") + ";\n}";
   std::vector<llvm::Type*> types(nacc, e.f32());
   llvm::Value* r = asm_call(e, llvm::StructType::get(e.ctx, types), args, text, constraints);
   std::vector<llvm::Value*> out(nacc);
   for (int i = 0; i < nacc; ++i) out[i] = e.b.CreateExtractValue(r, static_cast<unsigned>(i));
   return out;
+}
+
+std::vector<llvm::Value*> wgmma_mn_major(Emitter& e, DType dtype, const SmemTile& a, int a_panel, const SmemTile& b,
+                                         int b_col, int n, int k_steps) {
+  auto& B = e.b;
+  std::vector<llvm::Value*> acc = wgmma_fresh(e, n);
+  wgmma_fence(e);
+  // MN-major 128-byte swizzle: a 16-row k-step is 2048 bytes on from the last; along MN at most one
+  // 64-element panel per instruction (lbo, the panel distance, is then never used). A start
+  // inside a panel's 128-byte rows is swizzled like the K-major k-steps' 32-byte starts (the XOR
+  // takes the row from address bits 7-9, which stay the row's).
+  // Descriptors built here, from addresses LLVM cannot hoist (in_loop): a product inside a loop
+  // then holds no descriptor registers across it.
+  WgmmaA ad;
+  ad.desc = smem_desc(e, in_loop(e, B.CreateAdd(a.base, e.c32(128 * a.rows * a_panel))), 128 * a.rows, 1024);
+  llvm::Value* b_at = in_loop(e, B.CreateAdd(b.base, e.c32(128 * b.rows * (b_col / 64) + 2 * (b_col % 64))));
+  llvm::Value* bd = smem_desc(e, b_at, 128 * b.rows, 1024);
+  for (int kc = 0; kc < k_steps; ++kc) {
+    ad.desc_add = 2048 * kc;
+    acc = wgmma(e, dtype, n, acc, ad, bd, /*trans_b=*/true, /*accumulate=*/kc > 0, /*trans_a=*/true, 2048 * kc);
+  }
+  wgmma_commit(e);
+  wgmma_wait(e, acc);
+  return acc;
 }
 
 std::vector<llvm::Value*> wgmma_fresh(Emitter& e, int n) {

@@ -8,6 +8,7 @@
 
 #include "compiler/tile/emitter.hpp"
 #include "compiler/tile/mma.hpp"
+#include "compiler/tile/smem_tile.hpp"
 #include "flashjit/flashjit.hpp"
 
 namespace flashjit::tile {
@@ -23,14 +24,27 @@ llvm::Value* smem_desc(Emitter& e, llvm::Value* addr, int lbo_bytes, int sbo_byt
 struct WgmmaA {
   llvm::Value* desc = nullptr;
   Frag4 regs{};
+  int desc_add = 0;  // bytes added to desc's start address inside the instruction's asm block
 };
 
-// acc (n/2 f32 per thread) += A (64 × 16) · B (16 × n); B by descriptor, MN-major when trans_b.
+// acc (n/2 f32 per thread) += A (64 × 16) · B (16 × n); B by descriptor, MN-major when trans_b;
+// A by descriptor is MN-major when trans_a (16-bit types only, PTX ISA §9.7.15.5.1). The *_add
+// byte offsets (multiples of 16) are added to the descriptors inside the asm block, so one base
+// descriptor serves every k-step: LLVM cannot hoist a register per k-step out of a loop.
+
 // Without `accumulate`, acc = A · B (scale-d = 0; PTX ISA, wgmma.mma_async) and the incoming `acc`
 // values are never read: pass wgmma_fresh(n), and no instruction writes them beforehand.
 // Issued asynchronously: `acc`'s new values are only valid after wgmma_wait.
 std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vector<llvm::Value*>& acc, const WgmmaA& a,
-                                llvm::Value* b_desc, bool trans_b, bool accumulate = true);
+                                llvm::Value* b_desc, bool trans_b, bool accumulate = true, bool trans_a = false,
+                                int b_desc_add = 0);
+
+// acc (64 × n, fp32, fresh) = A·B with both operands MN-major in shared memory, k_steps 16-row
+// k-steps: `a` stores Aᵀ (rows = K, the 64 columns of panel a_panel = M), `b` stores B (rows = K,
+// columns b_col .. b_col + n − 1 = N, within one 64-column panel; b_col a multiple of 8). Fenced,
+// committed and waited for here.
+std::vector<llvm::Value*> wgmma_mn_major(Emitter& e, DType dtype, const SmemTile& a, int a_panel, const SmemTile& b,
+                                         int b_col, int n, int k_steps);
 
 // n/2 accumulator placeholders (undef) for a first wgmma without `accumulate`.
 std::vector<llvm::Value*> wgmma_fresh(Emitter& e, int n);

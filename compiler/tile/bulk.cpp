@@ -1,0 +1,29 @@
+#include "compiler/tile/bulk.hpp"
+
+#include <llvm/IR/InlineAsm.h>
+
+namespace flashjit::tile {
+
+namespace {
+
+void asm_void(Emitter& e, const std::vector<llvm::Value*>& args, const std::string& text, const std::string& constraints) {
+  std::vector<llvm::Type*> types;
+  for (llvm::Value* a : args) types.push_back(a->getType());
+  auto* fn = llvm::FunctionType::get(e.b.getVoidTy(), types, false);
+  e.b.CreateCall(llvm::InlineAsm::get(fn, text, constraints, /*hasSideEffects=*/true), args);
+}
+
+}  // namespace
+
+void bulk_reduce_add_f32(Emitter& e, llvm::Value* global_ptr, llvm::Value* shared_addr, llvm::Value* bytes) {
+  asm_void(e, {global_ptr, shared_addr, bytes},
+           "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;", "l,r,r,~{memory}");
+}
+
+void bulk_commit(Emitter& e) { asm_void(e, {}, "cp.async.bulk.commit_group;", "~{memory}"); }
+
+void bulk_wait(Emitter& e, bool read) {
+  asm_void(e, {}, read ? "cp.async.bulk.wait_group.read 0;" : "cp.async.bulk.wait_group 0;", "~{memory}");
+}
+
+}  // namespace flashjit::tile
