@@ -1,7 +1,8 @@
 // Kernel::backward: the bucket's module (runtime/backward.hpp), then the D pre-pass, the dK/dV
 // kernel (or its dK and dV halves) and the dQ kernel, on the caller's stream with stream-ordered
-// workspace (capturable in a CUDA graph). No kernel uses atomics, so every call is deterministic
-// (BackwardArgs::deterministic).
+// workspace (capturable in a CUDA graph). Where the plan fuses dQ into the dK/dV kernel, calls that
+// are not deterministic take that path (dQ summed in fp32 by bulk reductions, in no fixed order);
+// deterministic calls keep the two kernels, whose every gradient element has one writer.
 #include "runtime/backward.hpp"
 
 #include <algorithm>
@@ -57,6 +58,10 @@ std::shared_ptr<const BackwardModule> load_backward(const std::shared_ptr<Contex
                                      std::to_string(ctx->info.shared_per_block_optin) + " per block");
   m->dq = get(names.dq, m->plan.q.shared_bytes);
   m->prep = get(names.prep, 0);
+  if (m->plan.fused_dq) {
+    m->dkdv_det = get(names.dkdv_det, m->plan.kv.shared_bytes);
+    m->dq_convert = get(names.dq_convert, 0);
+  }
   if (!names.map_q.empty()) {
     m->map_q = get(names.map_q, 0);
     m->map_kv = get(names.map_kv, 0);
@@ -66,8 +71,9 @@ std::shared_ptr<const BackwardModule> load_backward(const std::shared_ptr<Contex
   cu::check(d.cuFuncGetAttribute(&m->dq_spill_bytes, cu::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, m->dq),
             "cuFuncGetAttribute");
   log::info("backward " + m->compiled.key + ": dK/dV kernel " + std::to_string(m->registers) + " registers, " +
-            std::to_string(m->spill_bytes) + " bytes local; dQ kernel " + std::to_string(m->dq_registers) +
-            " registers, " + std::to_string(m->dq_spill_bytes) + " bytes local");
+            std::to_string(m->spill_bytes) + " bytes local" + (m->plan.fused_dq ? " (with dQ)" : "") + "; dQ kernel " +
+            std::to_string(m->dq_registers) + " registers, " + std::to_string(m->dq_spill_bytes) + " bytes local" +
+            (m->plan.fused_dq ? "" : "; " + m->plan.fused_dq_note));
   return m;
 }
 
@@ -181,7 +187,17 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
   const size_t rows = size_t(rt::checked_product({args.batch, args.heads_q, args.seq_q, 4}, "backward: the workspace size") / 4);
   StreamScratch scratch(*m.ctx, stream);  // after the guard: freed with the context current
   const cu::CUdeviceptr delta = scratch.alloc(rows * 4, "backward workspace");
-  launch.set_workspace(reinterpret_cast<float*>(delta));
+  const bool fused = plan.fused_dq && !args.deterministic;
+  cu::CUdeviceptr dq_accum = 0;
+  if (fused) {
+    rt::checked_product({args.batch, args.heads_q, args.seq_q + 63, plan.attention().head_dim_qk + 63, 4},
+                        "backward: the dQ workspace size");
+    const int64_t n = dq_accum_floats(args.batch, args.heads_q, args.seq_q, plan.attention().head_dim_qk);
+    dq_accum = scratch.alloc(size_t(n) * 4, "backward dQ workspace");
+    check_launch(d.cuMemsetD32Async(dq_accum, 0u, size_t(n), stream), "cuMemsetD32Async(backward dQ workspace)",
+                 args.stream);
+  }
+  launch.set_workspace(reinterpret_cast<float*>(delta), reinterpret_cast<float*>(dq_accum));
   // Block maps (masks that read tensors): built on the stream now, freed after the kernels.
   auto alloc = [&](size_t entries) {
     return reinterpret_cast<int32_t*>(scratch.alloc(entries * 4, "backward block map"));
@@ -208,7 +224,9 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
                  what, args.stream);
   };
   if (log::enabled(log::Level::info))
-    log::info("backward launch " + m.compiled.key + " " + m.compiled.config.str() + (plan.split_kv ? " (dK, dV split)" : ""));
+    log::info("backward launch " + m.compiled.key + " " + m.compiled.config.str() + (plan.split_kv ? " (dK, dV split)" : "") +
+              (fused ? " (dQ in the dK/dV kernel)"
+                     : plan.fused_dq ? " (deterministic: dQ by its own kernel)" : " (" + plan.fused_dq_note + ")"));
   if (m.map_q) {
     run(m.map_q, tiles(args.seq_q, plan.q.rows), args.heads_q, kMapThreads, 0, "cuLaunchKernel(backward dQ block map)");
     run(m.map_kv, tiles(args.seq_kv, plan.kv.rows), args.heads_q, kMapThreads, 0,
@@ -216,11 +234,14 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
   }
   run(m.prep, tiles(args.seq_q, kPrepRows), args.heads_q, kPrepThreads, 0, "cuLaunchKernel(backward D pre-pass)");
   const unsigned key_tiles = tiles(args.seq_kv, plan.kv.rows);
-  run(m.loaded.function, key_tiles, args.heads_kv, plan.kv.threads, plan.kv.shared_bytes,
-      "cuLaunchKernel(backward dK/dV)");
+  run(plan.fused_dq && !fused ? m.dkdv_det : m.loaded.function, key_tiles, args.heads_kv, plan.kv.threads,
+      plan.kv.shared_bytes, "cuLaunchKernel(backward dK/dV)");
   if (m.dv) run(m.dv, key_tiles, args.heads_kv, plan.kv.threads, plan.kv.shared_bytes, "cuLaunchKernel(backward dV)");
-  run(m.dq, tiles(args.seq_q, plan.q.rows), args.heads_q, plan.q.threads, plan.q.shared_bytes,
-      "cuLaunchKernel(backward dQ)");
+  if (fused)
+    run(m.dq_convert, tiles(args.seq_q, kPrepRows), args.heads_q, kPrepThreads, 0, "cuLaunchKernel(backward dQ conversion)");
+  else
+    run(m.dq, tiles(args.seq_q, plan.q.rows), args.heads_q, plan.q.threads, plan.q.shared_bytes,
+        "cuLaunchKernel(backward dQ)");
   scratch.free();
 }
 

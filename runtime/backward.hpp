@@ -21,6 +21,8 @@ struct BackwardModule {
   LoadedModule loaded;           // function: the dK/dV kernel (dK only when split)
   cu::CUfunction dv = nullptr;   // dV only, when the plan splits dK and dV
   cu::CUfunction dq = nullptr, prep = nullptr;
+  // plan.fused_dq: the dK/dV kernel without dQ (deterministic calls) and the workspace's conversion.
+  cu::CUfunction dkdv_det = nullptr, dq_convert = nullptr;
   cu::CUfunction map_q = nullptr, map_kv = nullptr;  // masks with a block map
   BackwardPlan plan;             // the launch geometry of each kernel
   int registers = 0, spill_bytes = 0;           // of the dK/dV kernel
@@ -36,7 +38,9 @@ std::shared_ptr<const BackwardModule> load_backward(const std::shared_ptr<Contex
                                                     const char* reason = nullptr);
 
 // The D pre-pass (after the block maps, for masks that have them), then the dK/dV kernel (or its
-// dK and dV halves) and the dQ kernel, on args.stream with stream-ordered workspace. `launch` is
+// dK and dV halves) and the dQ kernel — or, with plan.fused_dq and a call that is not
+// deterministic, the dK/dV kernel that also sums dQ and its conversion — on args.stream with
+// stream-ordered workspace. `launch` is
 // the call's pack_backward result; its workspace slots are filled here.
 void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const BackwardArgs& args,
                      BackwardLaunch& launch);

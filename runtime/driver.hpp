@@ -46,6 +46,7 @@ namespace flashjit::cu {
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void*, size_t))                             \
   X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void*, CUdeviceptr, size_t))                                   \
   X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                               \
+  X(cuMemsetD32Async, "cuMemsetD32Async", (CUdeviceptr, unsigned, size_t, CUstream))                \
   X(cuMemAllocAsync, "cuMemAllocAsync", (CUdeviceptr*, size_t, CUstream))                            \
   X(cuMemFreeAsync, "cuMemFreeAsync", (CUdeviceptr, CUstream))                                       \
   X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", (CUdeviceptr*, size_t, CUmemoryPool, CUstream)) \

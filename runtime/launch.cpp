@@ -309,7 +309,7 @@ void pack_backward(const AnalyzedSpec& analyzed, const BackwardArgs& a, Backward
   p.dq = a.dq.data;
   p.dk = a.dk.data;
   p.dv = a.dv.data;
-  p.delta = nullptr;  // the runtime's workspace, set at launch
+  p.delta = p.dq_accum = nullptr;  // the runtime's workspace, set at launch
   p.map_q_tiles = p.map_q_counts = p.map_kv_tiles = p.map_kv_counts = nullptr;
   for (int i = 0; i < 3; ++i) {
     p.do_stride[i] = a.d_o.stride[i];

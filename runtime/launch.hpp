@@ -35,7 +35,7 @@ struct BackwardLaunch {
   ForwardLaunch forward;  // its slots end with the backward's (templates/common/backward_abi.hpp)
   BackwardParams fixed{};
   // The workspace slots: set before launching (the slots point into `fixed`).
-  void set_workspace(float* delta) { fixed.delta = delta; }
+  void set_workspace(float* delta, float* dq_accum) { fixed.delta = delta, fixed.dq_accum = dq_accum; }
   void set_maps(int32_t* q_tiles, int32_t* q_counts, int32_t* kv_tiles, int32_t* kv_counts) {
     fixed.map_q_tiles = q_tiles, fixed.map_q_counts = q_counts;
     fixed.map_kv_tiles = kv_tiles, fixed.map_kv_counts = kv_counts;

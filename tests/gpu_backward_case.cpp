@@ -8,7 +8,7 @@
 
 namespace flashjit::test {
 
-BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed, int repeats) {
+BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed, int repeats, bool deterministic) {
   CompileOptions opts;
   opts.config = c.config;
   opts.backward_config = c.backward_config;
@@ -46,7 +46,7 @@ BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed
   b.scale = c.scale;
   b.params = c.params;
   b.buffers = dp->args.buffers;
-  b.deterministic = repeats > 0;
+  b.deterministic = deterministic || repeats > 0;
 
   struct Grads {
     std::vector<uint16_t> dq, dk, dv;
@@ -79,10 +79,12 @@ BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed
               v.message + (repeats ? (r.deterministic ? "; bitwise equal over " : "; NOT bitwise equal within ") +
                                          std::to_string(repeats + 1) + " runs"
                                    : "");
-  std::printf("GPUCASE backward %s d=%d/%d mask=%s score=%s b=%lld h=%lld/%lld sq=%lld skv=%lld %s %s %s %s\n",
+  const CompiledKernel& ck = kernel.backward_compiled();
+  const bool fused = !b.deterministic && ck.description.find("dQ fused") != std::string::npos;
+  std::printf("GPUCASE backward %s d=%d/%d mask=%s score=%s b=%lld h=%lld/%lld sq=%lld skv=%lld %s %s dq=%s %s %s\n",
               p.dtype() == DType::f16 ? "fp16" : "bf16", int(d_qk), int(d_v), c.spec.mask.c_str(), c.spec.score.c_str(),
               (long long)c.batch, (long long)c.heads_q, (long long)c.heads_kv, (long long)c.seq_q, (long long)c.seq_kv,
-              layout(c).c_str(), kernel.backward_compiled().config.str().c_str(), r.ok ? "PASS" : "FAIL",
+              layout(c).c_str(), ck.config.str().c_str(), fused ? "fused" : "kernel", r.ok ? "PASS" : "FAIL",
               r.message.c_str());
   std::fflush(stdout);
   return r;

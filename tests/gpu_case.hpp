@@ -71,6 +71,9 @@ struct BackwardResult {
   bool deterministic = true;
   std::string message;
 };
-BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed, int repeats = 0);
+// `deterministic` (implied by repeats > 0) takes the dQ kernel where the plan would otherwise sum
+// dQ in the dK/dV kernel (BackwardArgs::deterministic).
+BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed, int repeats = 0,
+                                 bool deterministic = false);
 
 }  // namespace flashjit::test

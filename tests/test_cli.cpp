@@ -305,6 +305,12 @@ TEST_CASE("cli: run --varlen and --splits refuse what they cannot take, naming i
   CHECK_THAT(splits.output, Catch::Contains("--splits"));
 }
 
+TEST_CASE("cli: run --deterministic is a backward option", "[cli][backward]") {
+  auto r = test::run_command(kCli + " run --deterministic");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--deterministic is a backward option: add --backward"));
+}
+
 TEST_CASE("cli: run --paged refuses page sizes it cannot take and forms it cannot join, naming them", "[cli][paged]") {
   for (const char* size : {"8", "24", "0", "x"}) {
     auto r = test::run_command(kCli + " run --paged " + size);

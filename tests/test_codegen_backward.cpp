@@ -28,7 +28,12 @@ TEST_CASE("codegen backward: the matrix assembles for sm_90a and sm_80 with no s
                             Catch::Contains(".entry " + k.entry + "_prep("));
       if (k.arch == "sm_90a") CHECK_THAT(k.ptx, Catch::Contains("wgmma.mma_async.sync.aligned"));
       else CHECK_THAT(k.ptx, Catch::Contains("mma.sync.aligned.m16n8k16") && !Catch::Contains("wgmma"));
-      // No atomics anywhere: every gradient element has one writer (deterministic by construction).
+      // dQ summed in the dK/dV kernel: its bulk reductions, the dK/dV kernel without dQ for
+      // deterministic calls, and the conversion. Never per-element atomics.
+      const bool fused = k.description.find("dQ fused") != std::string::npos;
+      CHECK(fused == (k.ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") != std::string::npos));
+      if (fused)
+        CHECK_THAT(k.ptx, Catch::Contains(".entry " + k.entry + "_kv(") && Catch::Contains(".entry " + k.entry + "_dqc("));
       CHECK_FALSE(std::regex_search(k.ptx, std::regex(R"(\s(atom|red)\.)")));
       if (ptxas.empty()) continue;
       std::string path = dir.path + "/" + k.key + ".ptx";

@@ -29,6 +29,7 @@ struct RunArgs {
   bool no_verify = false;
   bool backward = false;
   std::string backward_config;  // "" → the backward's heuristic
+  bool deterministic = false;   // BackwardArgs::deterministic
   bool json = false;
   int splits = 0;  // ForwardArgs::num_splits
   std::string varlen;  // "Q[:KV],...": packed sequences (tools/cli_run_varlen.hpp)
@@ -230,6 +231,7 @@ bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p
   b.dv = bshd(dv.data(), p.seq_kv, p.heads_kv, p.d_v());
   b.lse = d.args.lse;
   b.buffers = d.args.buffers;
+  b.deterministic = a.deterministic;
   for (DeviceBuffer* g : {&dq, &dk, &dv}) g->fill_bytes(0xFF);
   kernel.forward(d.args);
   kernel.backward(b);
@@ -249,7 +251,7 @@ bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p
   const CompiledKernel& ck = kernel.backward_compiled(p);  // the module this shape's calls ran
   if (json) {
     json->raw("backward", JsonObject().str("key", ck.key).str("description", ck.description)
-                              .str("config_reason", ck.config_reason).boolean("ok", ok).str("verdict", verdict)
+                              .str("config_reason", ck.config_reason).boolean("deterministic", a.deterministic).boolean("ok", ok).str("verdict", verdict)
                               .num("ms", ms).num("tflops", 2.5 * forward_flops(p) / (ms * 1e-3) / 1e12).dump());
     return ok;
   }
@@ -257,7 +259,7 @@ bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p
             << "verify   " << verdict << "\n"
             << std::fixed << std::setprecision(3) << "time     " << ms << " ms backward (median)\n"
             << std::setprecision(1) << "perf     " << 2.5 * forward_flops(p) / (ms * 1e-3) / 1e12
-            << " TFLOP/s backward\n"
+            << " TFLOP/s backward" << (a.deterministic ? " (deterministic)" : "") << "\n"
             << std::defaultfloat;
   return ok;
 }
@@ -274,6 +276,7 @@ int run(const RunArgs& a) {
   if (!a.varlen.empty() && (a.backward || a.json || configs.size() > 1 || a.paged))
     throw Error(ErrorKind::usage, "--varlen runs one forward: it cannot be combined with --backward, --json, --paged or "
                                   "several --config");
+  if (a.deterministic && !a.backward) throw Error(ErrorKind::usage, "--deterministic is a backward option: add --backward");
   if (a.paged && (a.backward || a.json || configs.size() > 1))
     throw Error(ErrorKind::usage, "--paged runs one forward: it cannot be combined with --backward, --json or several --config");
   if (a.paged % 16 != 0)
@@ -396,6 +399,9 @@ Command add_run(CLI::App& app) {
   sub->add_option("--backward-config", a->backward_config, "with --backward: its tile config (default: its heuristic's)")
       ->type_name("BM,BN,WARPS,STAGES")
       ->check(parsed_by(parse_tile_config));
+  sub->add_flag("--deterministic", a->deterministic,
+                "with --backward: bitwise-identical gradients from run to run (dQ by its own kernel, not summed "
+                "by the dK/dV kernel's reductions)");
   sub->add_flag("--json", a->json, "print one JSON object (spec, device, shape, per config: kernel, verdict, time)");
   add_spec_flags(sub, a->flags);
   return {sub, [a] { return run(*a); }};

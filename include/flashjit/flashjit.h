@@ -188,7 +188,8 @@ typedef struct fj_backward_args {
   const fj_buffer* buffers; int num_buffers;  /* the spec's tensors, all required */
   void* stream;                              /* CUstream (or cudaStream_t); NULL = legacy default */
   int deterministic;                         /* nonzero: bitwise-identical results from run to run
-                                                (flashjit::BackwardArgs::deterministic says what it costs) */
+                                                (flashjit::BackwardArgs::deterministic says when that
+                                                takes another dQ path and what it costs) */
 } fj_backward_args;
 
 /* Checks shapes, strides and alignment as fj_forward does (FJ_ERR_USAGE naming the argument),

@@ -271,10 +271,12 @@ struct BackwardArgs : ProblemShape {
   float scale = 0.f;        // 0 → 1/sqrt(d_qk); must be the forward's
   std::vector<ParamValue> params;
   std::vector<BufferArg> buffers;  // one per spec tensor, all required
-  // Bitwise-identical dQ, dK, dV from run to run. flashjit's backward gives that always: each
-  // gradient element is summed by one thread in a fixed order (no atomics; dQ has a kernel of its
-  // own, which measured faster than FlashAttention-2's atomic dQ, docs/perf-notes.md §10). The
-  // flag states the requirement and costs nothing.
+  // Bitwise-identical dQ, dK, dV from run to run. Where the kernel's plan sums dQ inside the dK/dV
+  // kernel (sm_90a with wgmma, 64-query tiles, d_qk 128; `CompiledKernel::description` says "dQ
+  // fused"), those fp32 additions land in no fixed order, so dQ may differ in its last bits between
+  // runs; `deterministic` then runs a dQ kernel of its own instead, where each element is summed by
+  // one thread in a fixed order: 5–8% slower at 16k tokens, within ±3% at 1k–4k (docs/perf-notes.md
+  // §10). Every other plan is deterministic either way. dK and dV are deterministic always.
   bool deterministic = false;
   void* stream = nullptr;   // CUstream; workspace (fp32 D) is allocated and freed on it
 };

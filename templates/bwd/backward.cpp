@@ -1,17 +1,15 @@
-// FlashAttention-2's backward (Dao 2023, Algorithm 2) as two kernels over the tile pieces of
+// FlashAttention-2's backward (Dao 2023, Algorithm 2) as kernels over the tile pieces of
 // compiler/tile, one per side of the attention matrix:
-//   dK/dV: a CTA holds a tile of keys (K, V) and walks the query tiles that see it — the
-//          transposed tile ranges of the mask (AnalyzedSpec::q_range) — accumulating
-//          dV += Pᵀ dO and dK += dSᵀ Q in registers, over every query head of its KV head's group
-//          in a fixed order (GQA sums without atomics);
-//   dQ:    a CTA holds a tile of queries (Q, dO) and walks their key tiles (the forward's ranges,
-//          AnalyzedSpec::kv_range), accumulating dQ += dS K.
+//   dK/dV: a CTA holds a tile of keys (K, V) and walks the query tiles that see it (the mask's
+//          transposed ranges, AnalyzedSpec::q_range, or the block map), accumulating dV += Pᵀ dO
+//          and dK += dSᵀ Q in registers over its KV head's query heads in a fixed order; with
+//          BackwardPlan::fused_dq it also adds dQ += dS K into a workspace (templates/bwd/dq_sum);
+//   dQ:    a CTA holds a tile of queries (Q, dO) and walks their key tiles (AnalyzedSpec::kv_range),
+//          accumulating dQ += dS K: the deterministic way, each element summed by one thread.
 // Both recompute S = QKᵀ, P = exp(S − LSE) from the forward's LSE and dP = dO Vᵀ, then
 // dS = P ∘ (dP − D) chained through the score modifier's derivative; scale multiplies dQ and dK
-// once, at the end. Each output element is written by one thread of one CTA: no atomics, so every
-// run is bitwise identical. Rows whose keys are all masked have LSE = −inf: P = 0 there, so their
-// gradients are exactly 0. Masks that read tensors walk the block maps of templates/bwd/block_map
-// instead of the closed-form ranges; above d = 128 the dK/dV kernel runs twice, once per output.
+// once, at the end. Rows whose keys are all masked have LSE = −inf: P = 0 there, so their
+// gradients are exactly 0. Above d = 128 the dK/dV kernel runs twice, once per output.
 #include "templates/bwd/backward.hpp"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -25,6 +23,7 @@
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/mma.hpp"
 #include "compiler/tile/tensor_core.hpp"
+#include "templates/bwd/dq_sum.hpp"
 #include "templates/common/backward_abi.hpp"
 #include "templates/common/forward_abi.hpp"
 #include "templates/common/kernel_args.hpp"
@@ -42,7 +41,8 @@ using tile::SmemTile;
 // Which sequence the CTA's rows belong to.
 enum class Side { keys, queries };
 
-// What a kernel accumulates: dK and dV (or one of them when the plan splits), or dQ.
+// What a kernel accumulates: dK and dV (or one of them when the plan splits), or dQ; on the keys
+// side dq means dQ added into the workspace (BackwardPlan::fused_dq).
 struct Outputs {
   bool dk = false, dv = false, dq = false;
 };
@@ -67,6 +67,8 @@ class BackwardKernel {
   RegTile probabilities(RegTile s, Value* first, Value* entry, RegTile* grad);
   void load_row_stats();
   Value* row_stat(bool delta, int mt, int nt, int i);
+  // The keys side's dQ (templates/bwd/dq_sum.hpp): this head's inputs.
+  DqSumInputs dq_sum() const { return {smem_, tid_, bwd(kBwdDqAccum), batch_head_, seq_q_}; }
   void store(const tile::TileVars& acc, Value* base, Value* const strides[3], Value* limit, int cols, Value* mult);
 
   Value* arg(int i) const { return fn_->getArg(unsigned(i)); }
@@ -105,6 +107,7 @@ class BackwardKernel {
   // Per thread: LSE·log2 e (+inf for a row with no visible key) and D of each query it holds.
   std::vector<llvm::AllocaInst*> lse_vars_, delta_vars_;
   Value* stats_ = nullptr;  // the dK/dV kernel: this stage's LSE and D in shared memory
+  Value* batch_head_ = nullptr;  // batch · heads_q + the query head start_head was called for
 };
 
 BackwardKernel::BackwardKernel(llvm::Module& module, const BackwardPlan& plan, Side side, Outputs out,
@@ -217,6 +220,7 @@ void BackwardKernel::start_head(Value* head) {
                                          B.CreateZExt(head, e_.i64())),
                              B.CreateSExt(seq_q_, e_.i64()));
   lse_row_ = B.CreateGEP(e_.f32(), arg(kParamLse), stats);
+  batch_head_ = B.CreateAdd(B.CreateMul(batch_, heads_q_), head);
   delta_row_ = B.CreateGEP(e_.f32(), bwd(kBwdDelta), stats);
   if (side_ == Side::keys) {
     str_qk_base_ = base(arg(kParamQ), 0, head);
@@ -350,9 +354,11 @@ void BackwardKernel::tile_step(Value* j, Value* entry) {
         dp[mt][nt][i] = ds;
       }
   if (keys) {  // dK += dSᵀ Q
+    if (out_.dq) store_ds(e_, P_, spec_.dtype, dq_sum(), dp);
     RegTile acc = acc_b_.load(e_);
     tc_b_->mma_pv(e_, acc, dp, str_qk);
     acc_b_.store(e_, acc);
+    if (out_.dq) add_dq(e_, P_, spec_.dtype, spec_.head_dim_qk, dq_sum(), first);
   } else {  // dQ += dS K
     RegTile acc = acc_a_.load(e_);
     tc_a_->mma_pv(e_, acc, dp, str_qk);
@@ -458,6 +464,8 @@ void BackwardKernel::run() {
     walk_tiles();
   }
 
+  // The shared memory a bulk reduction reads must outlive it: wait before the CTA exits.
+  if (keys && out_.dq) finish_dq(e_, dq_sum());
   Value* scale = B.CreateFMul(scale_log2_, e_.cf(static_cast<float>(M_LN2)));
   if (keys) {
     if (out_.dv) store(acc_a_, base(bwd(kBwdDv), 7, head_kv_), strides_[7], seq_kv_, d_v, e_.cf(1.f));
@@ -470,16 +478,14 @@ void BackwardKernel::run() {
 
 }  // namespace
 
-BackwardEntries backward_entries(const BackwardPlan& plan, const std::string& entry) {
-  const bool map = plan.spec->block_map.needed;
-  return {entry, plan.split_kv ? entry + "_dv" : "", entry + "_dq", entry + "_prep", map ? entry + "_mapq" : "",
-          map ? entry + "_mapkv" : ""};
-}
-
 void emit_attention_backward(llvm::Module& module, const BackwardPlan& plan, const std::string& entry) {
   const BackwardEntries names = backward_entries(plan, entry);
   const bool dv = !plan.split_kv;  // with dK, or in a launch of its own
-  BackwardKernel(module, plan, Side::keys, {.dk = true, .dv = dv}, names.dkdv).run();
+  BackwardKernel(module, plan, Side::keys, {.dk = true, .dv = dv, .dq = plan.fused_dq}, names.dkdv).run();
+  if (plan.fused_dq) {
+    BackwardKernel(module, plan, Side::keys, {.dk = true, .dv = true}, names.dkdv_det).run();
+    emit_backward_dq_convert(module, plan, names.dq_convert);
+  }
   if (plan.split_kv) BackwardKernel(module, plan, Side::keys, {.dv = true}, names.dv).run();
   BackwardKernel(module, plan, Side::queries, {.dq = true}, names.dq).run();
   emit_backward_prep(module, plan, names.prep);

@@ -14,16 +14,6 @@ class Module;
 
 namespace flashjit {
 
-// Entry points of a backward module named `entry`, launched in this order: map_q and map_kv
-// (masks with a block map), prep, dkdv, dv (when the plan splits), dq.
-struct BackwardEntries {
-  std::string dkdv;  // dK and dV; dK only when the plan splits them
-  std::string dv;    // dV only (empty unless the plan splits)
-  std::string dq;
-  std::string prep;
-  std::string map_q, map_kv;  // empty unless the mask has a block map
-};
-
 // The block maps of the backward (templates/bwd/block_map.cpp): for the dQ kernel (`keys` false:
 // per tile of plan.q.rows queries, its tiles of plan.q.cols keys) or the dK/dV kernel (per tile of
 // plan.kv.rows keys, its tiles of plan.kv.cols queries). Grid: x = row tiles, y = query heads,
@@ -34,12 +24,13 @@ void emit_backward_map(llvm::Module& module, const BackwardPlan& plan, bool keys
 // parameters.
 BlockMapRow backward_map_row(tile::Emitter& e, const BackwardPlan& plan, bool keys, const ExprInputs& ex,
                              llvm::Value* row_tile);
-BackwardEntries backward_entries(const BackwardPlan& plan, const std::string& entry);
 
 void emit_attention_backward(llvm::Module& module, const BackwardPlan& plan, const std::string& entry);
 
 // The pre-pass (templates/bwd/prep.cpp): D[b, h, q] = Σ dO ∘ O over d_v, in fp32.
 void emit_backward_prep(llvm::Module& module, const BackwardPlan& plan, const std::string& name);
+// dQ = scale · the fp32 workspace [b, h, q, d_qk], rounded to the dtype (templates/bwd/prep.cpp).
+void emit_backward_dq_convert(llvm::Module& module, const BackwardPlan& plan, const std::string& name);
 
 
 }  // namespace flashjit

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "templates/common/arch_limits.hpp"
+#include "templates/common/backward_abi.hpp"
 #include "templates/fwd/plan.hpp"
 
 namespace flashjit {
@@ -21,7 +22,7 @@ bool wgmma_for(const Target& t, int rows, int warps) {
 
 // Shared memory and occupancy of one pass; `acc_cols` fp32 accumulator columns per row (the
 // outputs) plus S and dP (cols each).
-void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_stats, const char* what,
+void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_stats, bool with_dq, const char* what,
             const TileConfig& c) {
   p.threads = 32 * p.warps;
   p.m_tiles = p.rows / (16 * p.warps);
@@ -34,7 +35,12 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
   // The dK/dV kernel's streamed queries: their LSE and D (fp32) per stage.
   p.stats = p.str_v + p.stages * p.str_v_stage;
   p.stats_stage = with_stats ? 8 * p.cols : 0;
-  const int total = p.stats + p.stages * p.stats_stage;
+  int total = p.stats + p.stages * p.stats_stage;
+  if (with_dq) {
+    p.ds = (total + 1023) / 1024 * 1024;  // a wgmma operand: 1024-byte aligned
+    p.dq = p.ds + p.rows * p.cols * 2;
+    total = p.dq + (p.cols / 64) * ((plan.attention().head_dim_qk + 63) / 64) * kDqBlockFloats * 4;
+  }
   // wgmma's 128-byte swizzle needs 1024-byte aligned tiles (templates/fwd/plan.hpp).
   p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
   p.shared_bytes = total + (p.wgmma ? kWgmmaAlignSlack : 0);
@@ -112,8 +118,26 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   p.kv.warps = c.num_warps;
   p.kv.stages = c.num_stages;
   p.kv.wgmma = wgmma_for(target, p.kv.rows, p.kv.warps);
-  layout(p.kv, p, p.split_kv ? std::max(s.head_dim_qk, s.head_dim_v) : s.head_dim_qk + s.head_dim_v, true,
-         "the dK/dV kernel (K and V resident, Q and dO streamed)", c);
+  const int kv_acc = p.split_kv ? std::max(s.head_dim_qk, s.head_dim_v) : s.head_dim_qk + s.head_dim_v;
+  const char* kv_what = "the dK/dV kernel (K and V resident, Q and dO streamed)";
+  if (!p.kv.wgmma) p.fused_dq_note = "dQ by its own kernel: accumulating it in the dK/dV kernel needs wgmma";
+  else if (p.split_kv) p.fused_dq_note = "dQ by its own kernel: dK and dV take two launches at this head dim";
+  else if (c.block_m % 64) p.fused_dq_note = "dQ by its own kernel: its wgmma needs block_m a multiple of 64";
+  else if (s.head_dim_qk <= 64)
+    p.fused_dq_note = "dQ by its own kernel: at d_qk <= 64 it measured as fast as adding dQ in the dK/dV kernel, "
+                      "or faster (docs/perf-notes.md §10)";
+  else if (s.head_dim_qk % 64 || (s.head_dim_v > 64 && s.head_dim_v % 64))
+    p.fused_dq_note = "dQ by its own kernel: with a head dim between 64 and 128 that is not 128, ptxas 13 serialises "
+                      "the wgmma of the kernel that adds dQ (insufficient register resources)";
+  else {
+    try {
+      layout(p.kv, p, kv_acc, true, true, kv_what, c);
+      p.fused_dq = true;
+    } catch (const Error& e) {
+      p.fused_dq_note = std::string("dQ by its own kernel: ") + e.what();
+    }
+  }
+  if (!p.fused_dq) layout(p.kv, p, kv_acc, true, false, kv_what, c);
 
   const int d = std::max(s.head_dim_qk, s.head_dim_v);
   p.q.rows = 64;
@@ -123,13 +147,24 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   // Two stages of K/V where they fit, else one (the dQ kernel's tiles are not part of the config).
   for (p.q.stages = 2; p.q.stages >= 1; --p.q.stages) {
     try {
-      layout(p.q, p, s.head_dim_qk, false, "the dQ kernel (Q and dO resident, K and V streamed)", c);
+      layout(p.q, p, s.head_dim_qk, false, false, "the dQ kernel (Q and dO resident, K and V streamed)", c);
       break;
     } catch (const Error&) {
       if (p.q.stages == 1) throw;
     }
   }
   return p;
+}
+
+BackwardEntries backward_entries(const BackwardPlan& plan, const std::string& entry) {
+  const bool map = plan.spec->block_map.needed;
+  BackwardEntries n{entry, plan.split_kv ? entry + "_dv" : "", entry + "_dq", entry + "_prep", map ? entry + "_mapq" : "",
+                    map ? entry + "_mapkv" : ""};
+  if (plan.fused_dq) {
+    n.dkdv_det = entry + "_kv";
+    n.dq_convert = entry + "_dqc";
+  }
+  return n;
 }
 
 std::string BackwardPlan::describe() const {
@@ -140,7 +175,8 @@ std::string BackwardPlan::describe() const {
   if (s.head_dim_v != s.head_dim_qk) o << "/" << s.head_dim_v;
   o << " mask=" << (spec->mask ? s.mask : "none");
   if (spec->score) o << " score=" << s.score;
-  o << " " << config.str() << (split_kv ? " dK,dV split" : "") << " dkdv: threads=" << kv.threads
+  o << " " << config.str() << (split_kv ? " dK,dV split" : "") << (fused_dq ? " dQ fused" : "")
+    << " dkdv: threads=" << kv.threads
     << " smem=" << kv.shared_bytes << "B; dq: " << q.rows << "x" << q.cols << " s" << q.stages
     << (q.wgmma ? " wgmma" : " mma16816") << " smem=" << q.shared_bytes << "B";
   return o.str();

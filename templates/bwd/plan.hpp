@@ -27,6 +27,10 @@ struct BackwardPass {
   int str_qk = 0, str_v = 0;          // streamed regions
   int str_qk_stage = 0, str_v_stage = 0;
   int stats = 0, stats_stage = 0;     // per stage: LSE and D of the streamed queries (the dK/dV kernel)
+  // The dK/dV kernel with dQ (BackwardPlan::fused_dq): dSᵀ of the tile (rows × cols, the dtype, the
+  // layout above) and the tile's fp32 dQ, one kDqBlockFloats block per 64 queries × 64 columns in
+  // the workspace's order (templates/common/backward_abi.hpp).
+  int ds = 0, dq = 0;
   int smem_align = 1;
   int shared_bytes = 0;
   int min_ctas_per_sm = 1;
@@ -43,6 +47,11 @@ struct BackwardPlan {
   // dK and dV by two launches of the dK/dV kernel (one accumulator each) when both would not fit
   // the register file together: (d_qk + d_v) / 2 fp32 per thread and m-tile above 128.
   bool split_kv = false;
+  // dQ accumulated by the dK/dV kernel (FlashAttention-3 §3.3): dQ_i += dS_ij K_j by wgmma, the tile
+  // added into an fp32 workspace by one bulk reduction per row, then converted. The order of those
+  // additions varies from run to run, so `deterministic` calls take the dQ kernel instead.
+  bool fused_dq = false;
+  std::string fused_dq_note;  // why not, when fused_dq is false
   int d_qk_pad = 0, d_v_pad = 0;
   int k_steps_qk = 0, k_steps_v = 0;  // 16-wide k-steps of d_qk and of d_v
 
@@ -53,6 +62,21 @@ struct BackwardPlan {
 // Rows of D = rowsum(dO ∘ O) one pre-pass CTA computes (4 warps, 4 rows each).
 inline constexpr int kPrepRows = 16;
 inline constexpr int kPrepThreads = 128;
+
+// Entry points of a backward module named `entry`, launched in this order: map_q and map_kv
+// (masks with a block map), prep, dkdv, dv (when the plan splits), dq. With plan.fused_dq, dkdv
+// also adds dQ into the workspace and dq_convert follows it instead of dq, unless the call is
+// deterministic: then dkdv_det and dq run.
+struct BackwardEntries {
+  std::string dkdv;  // dK and dV; dK only when the plan splits them; and dQ when fused
+  std::string dv;    // dV only (empty unless the plan splits)
+  std::string dq;
+  std::string prep;
+  std::string map_q, map_kv;  // empty unless the mask has a block map
+  std::string dkdv_det, dq_convert;  // empty unless plan.fused_dq
+};
+
+BackwardEntries backward_entries(const BackwardPlan& plan, const std::string& entry);
 
 TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason);
 std::optional<std::string> check_backward_shape(const TileConfig& config);

@@ -1,6 +1,6 @@
-// The backward's pre-pass, one warp per query row, each lane a pair of columns at a time:
-// D_i = rowsum(dO_i ∘ O_i) in fp32 (FlashAttention-2, Dao 2023, Algorithm 2, line 4: dS =
-// P ∘ (dP − D) subtracts it).
+// The backward's row kernels, one warp per query row, each lane a pair of columns at a time: the
+// pre-pass D_i = rowsum(dO_i ∘ O_i) in fp32 (FlashAttention-2, Dao 2023, Algorithm 2, line 4: dS =
+// P ∘ (dP − D) subtracts it), and the conversion of a dQ summed in fp32 to the dtype.
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Module.h>
 
@@ -116,6 +116,43 @@ void emit_backward_prep(llvm::Module& module, const BackwardPlan& plan, const st
           B.CreateStore(total, B.CreateGEP(e.f32(), k.bwd(kBwdDelta), B.CreateAdd(k.stats(), B.CreateSExt(row, e.i64()))));
         });
       });
+  k.finish();
+}
+
+void emit_backward_dq_convert(llvm::Module& module, const BackwardPlan& plan, const std::string& name) {
+  RowKernel k(module, plan, name);
+  tile::Emitter& e = k.e();
+  auto& B = e.b;
+  const AttentionSpec& spec = plan.attention();
+  const int d = spec.head_dim_qk;
+  Value* dq_strides[3] = {k.bwd(kBwdStrides + 3), k.bwd(kBwdStrides + 4), k.bwd(kBwdStrides + 5)};
+  // The workspace holds Σ dS K; dQ is scale times it, as the dQ kernel's store applies it.
+  Value* scale = B.CreateFMul(k.arg(kParamScaleLog2), e.cf(static_cast<float>(M_LN2)));
+  k.for_each_pair(
+      d,
+      [&](Value* row, Value* col) {
+        // Element (row, col) of the workspace's block (batch, head, row / 64, col / 64): register
+        // 4j + 2·half + (col % 2) of thread 32·w + 4·g + t (templates/common/backward_abi.hpp).
+        Value* r = B.CreateAnd(row, e.c32(63));
+        Value* c = B.CreateAnd(col, e.c32(63));
+        Value* t = B.CreateAdd(B.CreateShl(B.CreateLShr(r, 4), 5),
+                               B.CreateAdd(B.CreateShl(B.CreateAnd(r, e.c32(7)), 2), B.CreateAnd(B.CreateLShr(c, 1), e.c32(3))));
+        Value* in_block = B.CreateAdd(B.CreateShl(B.CreateAdd(B.CreateShl(B.CreateLShr(c, 3), 7), t), 2),
+                                      B.CreateShl(B.CreateAnd(B.CreateLShr(r, 3), e.c32(1)), 1));
+        const int panels = (d + 63) / 64;
+        Value* bh = B.CreateUDiv(k.stats(), B.CreateSExt(k.arg(kParamSeqQ), e.i64()));  // batch · heads_q + head
+        Value* m_blocks = B.CreateZExt(B.CreateLShr(B.CreateAdd(k.arg(kParamSeqQ), e.c32(63)), 6), e.i64());
+        Value* index = B.CreateAdd(B.CreateMul(bh, m_blocks), B.CreateZExt(B.CreateLShr(row, 6), e.i64()));
+        index = B.CreateAdd(B.CreateMul(index, e.c64(panels)), B.CreateZExt(B.CreateLShr(col, 6), e.i64()));
+        Value* at = B.CreateAdd(B.CreateMul(index, e.c64(kDqBlockFloats)), B.CreateZExt(in_block, e.i64()));
+        auto* pair_type = llvm::FixedVectorType::get(e.f32(), 2);
+        Value* pair = B.CreateAlignedLoad(pair_type, B.CreateGEP(e.f32(), k.bwd(kBwdDqAccum), at), llvm::Align(8));
+        Value* x = B.CreateFMul(B.CreateExtractElement(pair, uint64_t(0)), scale);
+        Value* y = B.CreateFMul(B.CreateExtractElement(pair, uint64_t(1)), scale);
+        B.CreateAlignedStore(tile::pack_pair_rn(e, x, y, spec.dtype),
+                             B.CreateGEP(B.getInt16Ty(), k.row_ptr(k.bwd(kBwdDq), dq_strides, row), col), llvm::Align(4));
+      },
+      [](Value*) {});
   k.finish();
 }
 

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "compiler/pipeline.hpp"
+#include "templates/bwd/plan.hpp"
 #include "runtime/tuner.hpp"
 
 using namespace flashjit;
@@ -100,4 +101,45 @@ TEST_CASE("pipeline: tuning keys bucket shapes and ignore the spec name", "[pipe
   renamed.name = "x";
   CHECK(analyze_spec(renamed)->spec_hash == s->spec_hash);
   CHECK(analyze_spec(spec_of(64, "none"))->spec_hash != s->spec_hash);
+}
+
+// The backward's dQ: summed in the dK/dV kernel (bulk reductions into a workspace) only where that
+// kernel has wgmma, 64-query tiles, one launch for dK and dV and whole 64-column panels above
+// d = 64; every other plan names why it keeps the dQ kernel, and its module has no conversion.
+TEST_CASE("pipeline: the backward plan sums dQ in the dK/dV kernel only where it can, and says why not",
+          "[pipeline][backward]") {
+  Target sm90{"sm_90a"}, sm80{"sm_80"}, sync{"sm_90a"};
+  sync.allow_wgmma = false;
+  auto plan = [](int d, const Target& t, TileConfig c, const std::string& score = "score") {
+    AttentionSpec s = spec_of(d);
+    s.score = score;
+    return plan_backward(analyze_spec(s), c, t);
+  };
+  const BackwardPlan fused = plan(128, sm90, {64, 128, 8, 2});
+  CHECK(fused.fused_dq);
+  CHECK(fused.fused_dq_note.empty());
+  CHECK_THAT(fused.describe(), Catch::Contains("dQ fused"));
+  // dSᵀ (128 keys × 64 queries) and two 64 × 64 fp32 blocks after the rest, 1024-byte aligned.
+  CHECK(fused.kv.ds % 1024 == 0);
+  CHECK(fused.kv.dq == fused.kv.ds + 128 * 64 * 2);
+  const BackwardEntries names = backward_entries(fused, "k");
+  CHECK(names.dkdv_det == "k_kv");
+  CHECK(names.dq_convert == "k_dqc");
+  struct Case {
+    int d;
+    Target target;
+    TileConfig config;
+    const char* why;
+  };
+  for (const Case& c : {Case{64, sm90, {64, 128, 8, 2}, "d_qk <= 64"}, Case{96, sm90, {64, 128, 8, 2}, "serialises"},
+                        Case{128, sm80, {64, 128, 8, 2}, "needs wgmma"}, Case{128, sync, {64, 128, 8, 2}, "needs wgmma"},
+                        Case{128, sm90, {32, 128, 8, 2}, "block_m a multiple of 64"},
+                        Case{256, sm90, {64, 64, 4, 1}, "two launches"}}) {
+    INFO("d=" << c.d << " " << c.target.arch << " " << c.config.str());
+    const BackwardPlan p = plan(c.d, c.target, c.config);
+    CHECK_FALSE(p.fused_dq);
+    CHECK_THAT(p.fused_dq_note, Catch::Contains("dQ by its own kernel: ") && Catch::Contains(c.why));
+    CHECK_THAT(p.describe(), !Catch::Contains("dQ fused"));
+    CHECK(backward_entries(p, "k").dq_convert.empty());
+  }
 }
