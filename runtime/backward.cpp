@@ -194,8 +194,9 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
                         "backward: the dQ workspace size");
     const int64_t n = dq_accum_floats(args.batch, args.heads_q, args.seq_q, plan.attention().head_dim_qk);
     dq_accum = scratch.alloc(size_t(n) * 4, "backward dQ workspace");
-    check_launch(d.cuMemsetD32Async(dq_accum, 0u, size_t(n), stream), "cuMemsetD32Async(backward dQ workspace)",
-                 args.stream);
+    if (n > 0)  // seq_q = 0 (keys only): nothing to sum, and no conversion launch either
+      check_launch(d.cuMemsetD32Async(dq_accum, 0u, size_t(n), stream), "cuMemsetD32Async(backward dQ workspace)",
+                   args.stream);
   }
   launch.set_workspace(reinterpret_cast<float*>(delta), reinterpret_cast<float*>(dq_accum));
   // Block maps (masks that read tensors): built on the stream now, freed after the kernels.

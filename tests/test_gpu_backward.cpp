@@ -22,12 +22,12 @@ AttentionSpec with_tensor(AttentionSpec s, const std::string& name, ScalarType t
   return s;
 }
 
-void run_all(const std::vector<Case>& cases) {
+void run_all(const std::vector<Case>& cases, bool deterministic = false) {
   Runtime rt = Runtime::create(0);
   uint64_t seed = std::random_device{}();
   INFO("seed " << seed);
   for (const Case& c : cases) {
-    test::BackwardResult r = run_backward_case(rt, c, seed++);
+    test::BackwardResult r = run_backward_case(rt, c, seed++, 0, deterministic);
     INFO(c.spec.canonical() << "sq=" << c.seq_q << " skv=" << c.seq_kv << ": " << r.message);
     CHECK(r.ok);
   }
@@ -84,24 +84,17 @@ TEST_CASE("gpu backward: score modifiers, tensor masks, GQA/MQA, strides, scale"
   run_all(cases);
 }
 
-// The matrices above run each call's default path: dQ summed by the dK/dV kernel wherever the plan
-// allows it (wgmma, 64-query tiles, head dims of whole 64-column panels). The same specs with
-// `deterministic`, which takes the dQ kernel instead, and a few the fused path does not cover.
+// The matrices above run each call's default path: dQ summed by the dK/dV kernel where the plan
+// allows it (sm_90a, 64-query tiles, d_qk = 128), the dQ kernel elsewhere. These take the dQ kernel
+// always (`deterministic`).
 TEST_CASE("gpu backward: deterministic calls (the dQ kernel) pass the same checks", "[gpu][backward]") {
   REQUIRE_GPU_OR_SKIP();
-  Runtime rt = Runtime::create(0);
-  uint64_t seed = std::random_device{}();
-  INFO("seed " << seed);
   std::vector<Case> cases;
   for (int d : {64, 128})
     for (const char* mask : {"none", "causal", "causal_br", "kv >= q + 3"})
       cases.push_back(Case::of(make_spec(d == 64 ? DType::f16 : DType::bf16, d, d, mask), 1000, 1023, 2, 4, 2));
   cases.push_back(Case::of(make_spec(DType::bf16, 128, 128, "causal"), 113, 203, 1, 8, 1));  // GQA 8:1
-  for (const Case& c : cases) {
-    test::BackwardResult r = run_backward_case(rt, c, seed++, 0, /*deterministic=*/true);
-    INFO(c.spec.canonical() << "sq=" << c.seq_q << " skv=" << c.seq_kv << ": " << r.message);
-    CHECK(r.ok);
-  }
+  run_all(cases, /*deterministic=*/true);
 }
 
 TEST_CASE("gpu backward: 100 runs give bitwise identical gradients", "[gpu][backward]") {
