@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "autotune/tuning_cache.hpp"
+#include "compiler/kernel_template.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/timing.hpp"
 #include "runtime/tune_bench.hpp"
@@ -96,7 +97,9 @@ TuneMode tune_mode(const std::optional<std::string>& value) {
 }
 
 autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s, bool backward) {
-  return {backward ? "bwd-" + spec.spec_hash : spec.spec_hash, autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
+  // The backward template's version ("bwd-6") leads its keys: a tuning timed on other backward
+  // kernels (which configs fuse dQ, for one) is not reused.
+  return {backward ? find_template("attention_bwd").version + "-" + spec.spec_hash : spec.spec_hash, autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
                                                     spec.spec.head_dim_v, s.heads_kv)};
 }
 

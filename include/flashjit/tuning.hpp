@@ -23,7 +23,8 @@ struct TuneOptions {
   bool store = true;                    // write the winner to the tuning cache
   int reps = 0;                         // timed launches per config; 0 → 10 (quick) / 20 (full)
   // Tune Kernel::backward's configs (its dK/dV and dQ kernels, timed together with the D
-  // pre-pass) instead of the forward's; filed under the key "bwd-<spec hash>/<bucket>".
+  // pre-pass) instead of the forward's; filed under the key "bwd-<n>-<spec hash>/<bucket>", n the
+  // backward kernels' version (a new version is tuned afresh).
   bool backward = false;
 };
 
@@ -31,7 +32,7 @@ struct TuneOptions {
 struct TuneReport {
   ProblemShape shape;
   std::string bucket;        // the shape bucket the result is filed under, e.g. "sq4096_skv4096_bh64_d128x128"
-  std::string key;           // "<spec hash>/<bucket>" ("bwd-<spec hash>/<bucket>" for the backward)
+  std::string key;           // "<spec hash>/<bucket>" ("bwd-<n>-<spec hash>/<bucket>" for the backward)
   std::string gpu;           // the GPU identity it belongs to
   TileConfig heuristic;      // the heuristic table's config
   double heuristic_ms = -1;  // its median, when it was timed
