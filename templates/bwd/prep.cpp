@@ -131,8 +131,9 @@ void emit_backward_dq_convert(llvm::Module& module, const BackwardPlan& plan, co
   k.for_each_pair(
       d,
       [&](Value* row, Value* col) {
-        // Element (row, col) of the workspace's block (batch, head, row / 64, col / 64): register
-        // 4j + 2·half + (col % 2) of thread 32·w + 4·g + t (templates/common/backward_abi.hpp).
+        // Element (r, c) = (row % 64, col % 64) of the workspace's block (batch, head, row / 64,
+        // col / 64) is register 4·(c / 8) + 2·((r / 8) % 2) + c % 2 of the warpgroup's thread
+        // 32·(r / 16) + 4·(r % 8) + (c % 8) / 2 (templates/common/backward_abi.hpp).
         Value* r = B.CreateAnd(row, e.c32(63));
         Value* c = B.CreateAnd(col, e.c32(63));
         Value* t = B.CreateAdd(B.CreateShl(B.CreateLShr(r, 4), 5),
