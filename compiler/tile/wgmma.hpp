@@ -31,7 +31,6 @@ struct WgmmaA {
 // A by descriptor is MN-major when trans_a (16-bit types only, PTX ISA §9.7.15.5.1). The *_add
 // byte offsets (multiples of 16) are added to the descriptors inside the asm block, so one base
 // descriptor serves every k-step: LLVM cannot hoist a register per k-step out of a loop.
-
 // Without `accumulate`, acc = A · B (scale-d = 0; PTX ISA, wgmma.mma_async) and the incoming `acc`
 // values are never read: pass wgmma_fresh(n), and no instruction writes them beforehand.
 // Issued asynchronously: `acc`'s new values are only valid after wgmma_wait.

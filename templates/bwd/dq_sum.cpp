@@ -74,18 +74,23 @@ void add_dq(tile::Emitter& e, const BackwardPass& pass, DType dtype, int d, cons
       e.when(leader, "dq.reduce", [&] {
         // Block (batch, head, first / 64 + mb, panel) of the workspace, computed here (in_loop)
         // rather than held in registers across the walk.
-        Value* bh = tile::in_loop(e, in.batch_head);
-        Value* m_blocks = B.CreateLShr(B.CreateAdd(in.seq_q, e.c32(63)), 6);
         Value* mblock = B.CreateAdd(B.CreateLShr(first, 6), e.c32(mb));
-        Value* index = B.CreateAdd(B.CreateMul(B.CreateZExt(bh, e.i64()), B.CreateZExt(m_blocks, e.i64())),
-                                   B.CreateZExt(mblock, e.i64()));
-        index = B.CreateAdd(B.CreateMul(index, e.c64(panels)), e.c64(panel));
-        Value* dst = B.CreateGEP(e.f32(), in.accum, B.CreateMul(index, e.c64(kDqBlockFloats)));
+        Value* dst = B.CreateGEP(e.f32(), in.accum, dq_block_offset(e, tile::in_loop(e, in.batch_head), in.seq_q, mblock,
+                                                                    panels, e.c32(panel)));
         tile::bulk_reduce_add_f32(e, B.CreatePtrToInt(dst, e.i64()), block, e.c32(n * 64 * 4));
         tile::bulk_commit(e);
       });
     });
   }
+}
+
+Value* dq_block_offset(tile::Emitter& e, Value* batch_head, Value* seq_q, Value* m_block, int panels, Value* panel) {
+  auto& B = e.b;
+  Value* m_blocks = B.CreateLShr(B.CreateAdd(seq_q, e.c32(63)), 6);
+  Value* index = B.CreateAdd(B.CreateMul(B.CreateZExt(batch_head, e.i64()), B.CreateZExt(m_blocks, e.i64())),
+                             B.CreateZExt(m_block, e.i64()));
+  index = B.CreateAdd(B.CreateMul(index, e.c64(panels)), B.CreateZExt(panel, e.i64()));
+  return B.CreateMul(index, e.c64(kDqBlockFloats));
 }
 
 void finish_dq(tile::Emitter& e, const DqSumInputs& in) {

@@ -23,6 +23,11 @@ void store_ds(tile::Emitter& e, const BackwardPass& pass, DType dtype, const DqS
 // pass.res_qk) added into the workspace. Includes the CTA barrier that publishes dSᵀ.
 void add_dq(tile::Emitter& e, const BackwardPass& pass, DType dtype, int d_qk, const DqSumInputs& in,
             llvm::Value* first);
+// The float offset (i64) of block (batch_head, m_block, panel) of the workspace: its blocks of
+// kDqBlockFloats per (batch, query head, 64 queries of seq_q, 64 columns of `panels`), in
+// templates/common/backward_abi.hpp's order. batch_head, m_block and panel are i32.
+llvm::Value* dq_block_offset(tile::Emitter& e, llvm::Value* batch_head, llvm::Value* seq_q, llvm::Value* m_block,
+                             int panels, llvm::Value* panel);
 // Before the kernel returns: the bulk reductions have finished (their shared memory stays valid).
 void finish_dq(tile::Emitter& e, const DqSumInputs& in);
 

@@ -47,9 +47,10 @@ struct BackwardPlan {
   // dK and dV by two launches of the dK/dV kernel (one accumulator each) when both would not fit
   // the register file together: (d_qk + d_v) / 2 fp32 per thread and m-tile above 128.
   bool split_kv = false;
-  // dQ accumulated by the dK/dV kernel (FlashAttention-3 §3.3): dQ_i += dS_ij K_j by wgmma, the tile
-  // added into an fp32 workspace by one bulk reduction per row, then converted. The order of those
-  // additions varies from run to run, so `deterministic` calls take the dQ kernel instead.
+  // dQ accumulated by the dK/dV kernel (FlashAttention-3 §3.3): dQ_i += dS_ij K_j by wgmma, each
+  // 64 × 64 block of the tile added into an fp32 workspace by one bulk reduction, then converted.
+  // The order of those additions varies from run to run, so `deterministic` calls take the dQ
+  // kernel instead.
   bool fused_dq = false;
   std::string fused_dq_note;  // why not, when fused_dq is false
   int d_qk_pad = 0, d_v_pad = 0;

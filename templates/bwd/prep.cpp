@@ -10,6 +10,7 @@
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/mma.hpp"
 #include "templates/bwd/backward.hpp"
+#include "templates/bwd/dq_sum.hpp"
 #include "templates/common/backward_abi.hpp"
 #include "templates/common/forward_abi.hpp"
 #include "templates/common/kernel_args.hpp"
@@ -42,12 +43,14 @@ class RowKernel {
     stats_ = B.CreateMul(B.CreateAdd(B.CreateMul(B.CreateZExt(batch_, e_.i64()), B.CreateZExt(heads_q, e_.i64())),
                                      B.CreateZExt(head_, e_.i64())),
                          B.CreateSExt(seq_q_, e_.i64()));
+    batch_head_ = B.CreateAdd(B.CreateMul(batch_, heads_q), head_);
   }
 
   tile::Emitter& e() { return e_; }
   Value* bwd(int i) const { return backward_arg(fn_, *plan_.spec, i); }
   Value* arg(int i) const { return fn_->getArg(unsigned(i)); }
   Value* stats() const { return stats_; }
+  Value* batch_head() const { return batch_head_; }  // i32: batch · heads_q + head
   Value* lane() const { return lane_; }
 
   // Element 0 of row `row` of a [batch, seq, head, d] tensor (16-bit elements) from its strides.
@@ -83,7 +86,7 @@ class RowKernel {
   const BackwardPlan& plan_;
   llvm::Function* fn_;
   tile::Emitter e_;
-  Value *warp_, *lane_, *head_, *batch_, *seq_q_, *stats_;
+  Value *warp_, *lane_, *head_, *batch_, *seq_q_, *stats_, *batch_head_;
 };
 
 }  // namespace
@@ -140,12 +143,9 @@ void emit_backward_dq_convert(llvm::Module& module, const BackwardPlan& plan, co
                                B.CreateAdd(B.CreateShl(B.CreateAnd(r, e.c32(7)), 2), B.CreateAnd(B.CreateLShr(c, 1), e.c32(3))));
         Value* in_block = B.CreateAdd(B.CreateShl(B.CreateAdd(B.CreateShl(B.CreateLShr(c, 3), 7), t), 2),
                                       B.CreateShl(B.CreateAnd(B.CreateLShr(r, 3), e.c32(1)), 1));
-        const int panels = (d + 63) / 64;
-        Value* bh = B.CreateUDiv(k.stats(), B.CreateSExt(k.arg(kParamSeqQ), e.i64()));  // batch · heads_q + head
-        Value* m_blocks = B.CreateZExt(B.CreateLShr(B.CreateAdd(k.arg(kParamSeqQ), e.c32(63)), 6), e.i64());
-        Value* index = B.CreateAdd(B.CreateMul(bh, m_blocks), B.CreateZExt(B.CreateLShr(row, 6), e.i64()));
-        index = B.CreateAdd(B.CreateMul(index, e.c64(panels)), B.CreateZExt(B.CreateLShr(col, 6), e.i64()));
-        Value* at = B.CreateAdd(B.CreateMul(index, e.c64(kDqBlockFloats)), B.CreateZExt(in_block, e.i64()));
+        Value* block = dq_block_offset(e, k.batch_head(), k.arg(kParamSeqQ), B.CreateLShr(row, 6), (d + 63) / 64,
+                                       B.CreateLShr(col, 6));
+        Value* at = B.CreateAdd(block, B.CreateZExt(in_block, e.i64()));
         auto* pair_type = llvm::FixedVectorType::get(e.f32(), 2);
         Value* pair = B.CreateAlignedLoad(pair_type, B.CreateGEP(e.f32(), k.bwd(kBwdDqAccum), at), llvm::Align(8));
         Value* x = B.CreateFMul(B.CreateExtractElement(pair, uint64_t(0)), scale);
