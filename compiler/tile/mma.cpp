@@ -108,4 +108,14 @@ llvm::Value* unpack_half(Emitter& e, llvm::Value* pair, int half, DType dtype) {
   return B.CreateFPExt(B.CreateBitCast(h16, B.getHalfTy()), e.f32());
 }
 
+void round_tile(Emitter& e, RegTile& t, DType dtype) {
+  for (auto& row : t)
+    for (Acc4& a : row)
+      for (int r = 0; r < 2; ++r) {
+        llvm::Value* pair = pack_pair_rn(e, a[2 * r], a[2 * r + 1], dtype);
+        a[2 * r] = unpack_half(e, pair, 0, dtype);
+        a[2 * r + 1] = unpack_half(e, pair, 1, dtype);
+      }
+}
+
 }  // namespace flashjit::tile

@@ -40,5 +40,7 @@ void cp_async_wait(Emitter& e, int pending_groups);
 llvm::Value* pack_pair_rn(Emitter& e, llvm::Value* lo, llvm::Value* hi, DType dtype);
 // Element `half` (0: low) of such a pair, as f32 (bf16: the upper half of an f32; f16: cvt.f32.f16).
 llvm::Value* unpack_half(Emitter& e, llvm::Value* pair, int half, DType dtype);
+// Every element of `t` rounded to the dtype (as pack_pair_rn rounds it) and held as f32 again.
+void round_tile(Emitter& e, RegTile& t, DType dtype);
 
 }  // namespace flashjit::tile

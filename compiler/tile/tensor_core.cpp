@@ -125,6 +125,12 @@ class WarpgroupMma final : public TensorCore {
   void publish_shared(Emitter& e) const override { fence_proxy_async(e); }
 
   RegTile mma_abt(Emitter& e, const SmemTile& b) override {
+    RegTile s = mma_abt_async(e, b);
+    wait(e, s, 0);
+    return s;
+  }
+
+  RegTile mma_abt_async(Emitter& e, const SmemTile& b) override {
     auto& B = e.b;
     const int BM = s_.rows, BN = s_.cols;
     RegTile s = zero_tile(e, 1, BN / 8);
@@ -139,10 +145,20 @@ class WarpgroupMma final : public TensorCore {
       acc = wgmma(e, s_.dtype, BN, acc, a, kd, /*trans_b=*/false, /*accumulate=*/kc > 0);
     }
     wgmma_commit(e);
-    wgmma_wait(e, acc);
     for (int nt = 0; nt < BN / 8; ++nt)
       for (int i = 0; i < 4; ++i) s[0][nt][i] = acc[4 * nt + i];
     return s;
+  }
+
+  void wait(Emitter& e, RegTile& t, int pending) override {
+    std::vector<Value*> vals;
+    for (auto& row : t)
+      for (auto& f : row) vals.insert(vals.end(), f.begin(), f.end());
+    wgmma_wait(e, vals, pending);
+    size_t k = 0;
+    for (auto& row : t)
+      for (auto& f : row)
+        for (Value*& x : f) x = vals[k++];
   }
 
   void mma_pv(Emitter& e, RegTile& out, const RegTile& p, const SmemTile& v) override {

@@ -36,6 +36,13 @@ class TensorCore {
   virtual void publish_shared(Emitter& e) const = 0;
   // S = A·Bᵀ for one tile of B (rows × cols, fp32).
   virtual RegTile mma_abt(Emitter& e, const SmemTile& b) = 0;
+  // S = A·Bᵀ issued and not waited for, so that independent work (another product, the softmax of
+  // a product already waited for) runs under it (FlashAttention-3 §3.2, intra-warpgroup overlap):
+  // its values are valid only after wait(). Where products are synchronous, mma_abt.
+  virtual RegTile mma_abt_async(Emitter& e, const SmemTile& b) { return mma_abt(e, b); }
+  // Waits until at most `pending` issued products are still in flight, and orders every later use
+  // of `t` (a tile mma_abt_async returned) after that.
+  virtual void wait(Emitter& /*e*/, RegTile& /*t*/, int /*pending*/) {}
   // acc += P·V: P (rows × cols, fp32, rounded to the dtype here) times V (cols × out, MN-major).
   virtual void mma_pv(Emitter& e, RegTile& acc, const RegTile& p, const SmemTile& v) = 0;
 };

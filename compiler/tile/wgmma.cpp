@@ -141,7 +141,9 @@ void wgmma_commit(Emitter& e) {
   through_asm(e, none, "wgmma.commit_group.sync.aligned;");
 }
 
-void wgmma_wait(Emitter& e, std::vector<llvm::Value*>& vals) { through_asm(e, vals, "wgmma.wait_group.sync.aligned 0;"); }
+void wgmma_wait(Emitter& e, std::vector<llvm::Value*>& vals, int pending) {
+  through_asm(e, vals, "wgmma.wait_group.sync.aligned " + std::to_string(pending) + ";");
+}
 
 void fence_proxy_async(Emitter& e) {
   std::vector<llvm::Value*> none;

@@ -56,8 +56,9 @@ void wgmma_fence(Emitter& e, std::vector<llvm::Value*>& vals);
 // wgmma.fence).
 void wgmma_fence(Emitter& e);
 void wgmma_commit(Emitter& e);
-// wgmma.wait_group 0, threading `vals` through it so no use of them can move above the wait.
-void wgmma_wait(Emitter& e, std::vector<llvm::Value*>& vals);
+// wgmma.wait_group `pending` (at most that many committed groups still in flight), threading
+// `vals` through it so no use of them can move above the wait.
+void wgmma_wait(Emitter& e, std::vector<llvm::Value*>& vals, int pending = 0);
 // fence.proxy.async.shared::cta: this thread's generic-proxy writes to shared memory (cp.async,
 // st.shared) become visible to the async proxy that wgmma reads through (PTX ISA §9.7.12.4).
 void fence_proxy_async(Emitter& e);
