@@ -20,7 +20,7 @@ namespace flashjit::rt {
 // FLASHJIT_AUTOTUNE, or `value` when given ("off" | "quick" | "full"; Error(usage) otherwise).
 autotune::TuneMode tune_mode(const std::optional<std::string>& value = std::nullopt);
 
-// The backward's tunings are filed under "<backward template version>-<spec hash>" ("bwd-6-…"): a
+// The backward's tunings are filed under "<backward template version>-<spec hash>" ("bwd-7-…"): a
 // flashjit that knows no backward tunings never mistakes one for a forward's, and a new version of
 // the backward's kernels is tuned afresh.
 autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& shape, bool backward = false);

@@ -50,7 +50,7 @@ std::vector<AttentionSpec> codegen_matrix() {
       s.tensors = v.tensors;
       specs.push_back(s);
     }
-  const std::pair<int, int> dims[] = {{64, 64}, {72, 72}, {80, 80}, {96, 96}, {160, 160}, {192, 192}, {256, 256}, {192, 128}};
+  const std::pair<int, int> dims[] = {{16, 16}, {32, 32}, {64, 64}, {72, 72}, {80, 80}, {96, 96}, {160, 160}, {192, 192}, {256, 256}, {192, 128}};
   for (auto [d, dv] : dims)
     for (size_t i : {size_t(1), size_t(5), size_t(6)}) {
       AttentionSpec s = make(DType::bf16, d, variants[i].mask, dv);

@@ -325,7 +325,11 @@ void BackwardKernel::tile_step(Value* j, Value* entry) {
     stats_ = B.CreateAdd(B.CreateAdd(smem_, e_.c32(P_.stats)), B.CreateMul(stage, e_.c32(P_.stats_stage)));
   RegTile grad;
   if (plan_.spec->score) grad = tile::zero_tile(e_, P_.m_tiles, NT);
-  RegTile p = probabilities(tc_a_->mma_abt(e_, str_qk), first, entry, &grad);  // S = QKᵀ (or K Qᵀ): P
+  const bool early = P_.dp_early && (out_.dk || out_.dq);  // a launch for dV alone has no dP
+  RegTile s = early ? tc_a_->mma_abt_async(e_, str_qk) : tc_a_->mma_abt(e_, str_qk);  // S = QKᵀ (or K Qᵀ)
+  RegTile dp = early ? tc_b_->mma_abt_async(e_, str_v) : RegTile{};                  // dP = dO Vᵀ (or V dOᵀ)
+  if (early) tc_a_->wait(e_, s, /*pending=*/1);
+  RegTile p = probabilities(s, first, entry, &grad);
   if (out_.dv) {  // dV += Pᵀ dO
     RegTile acc = acc_a_.load(e_);
     tc_a_->mma_pv(e_, acc, p, str_v);
@@ -335,15 +339,11 @@ void BackwardKernel::tile_step(Value* j, Value* entry) {
   // The dK/dV kernel keeps P rounded to the dtype across the dP product (the pairs the dV product
   // packed): half the registers of fp32 P, where its 128 dK/dV accumulators leave none to spare.
   // That is the P a plain same-dtype implementation differentiates (softmax's output in bf16/fp16).
-  if (side_ == Side::keys)
-    for (auto& row : p)
-      for (auto& t : row)
-        for (int r = 0; r < 2; ++r) {
-          Value* pair = tile::pack_pair_rn(e_, t[2 * r], t[2 * r + 1], spec_.dtype);
-          t[2 * r] = tile::unpack_half(e_, pair, 0, spec_.dtype);
-          t[2 * r + 1] = tile::unpack_half(e_, pair, 1, spec_.dtype);
-        }
-  RegTile dp = tc_b_->mma_abt(e_, str_v);  // dP = dO Vᵀ (or V dOᵀ)
+  if (side_ == Side::keys) tile::round_tile(e_, p, spec_.dtype);
+  if (early)
+    tc_b_->wait(e_, dp, 0);
+  else
+    dp = tc_b_->mma_abt(e_, str_v);
   const bool keys = side_ == Side::keys;
   for (int mt = 0; mt < P_.m_tiles; ++mt)
     for (int nt = 0; nt < NT; ++nt)

@@ -48,7 +48,10 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
   if (p.shared_bytes > max_shared_bytes(arch))
     reject(c, std::string(what) + " needs " + std::to_string(p.shared_bytes) + " bytes of shared memory; " + arch +
                   " allows " + std::to_string(max_shared_bytes(arch)) + " per CTA");
-  const int accumulators = p.rows * (acc_cols + 2 * p.cols) / p.threads;
+  // S and dP per streamed tile; with dP in flight under S's softmax, dP, S, P and the score's
+  // derivative are live at once there: two tiles more with a score modifier, one without.
+  const int tiles = 2 + (p.dp_early ? 1 + (plan.spec->score ? 1 : 0) : 0);
+  const int accumulators = p.rows * (acc_cols + tiles * p.cols) / p.threads;
   // The forward's margins (templates/common/arch_limits.hpp) over the accumulators.
   const int need = accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
   p.min_ctas_per_sm = ctas_per_sm(arch, p.shared_bytes, p.threads, need);
@@ -66,6 +69,9 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
   // 16k causal; docs/perf-notes.md §10).
   const bool wide = d <= 64 || (d <= 128 && !spec.score && wgmma_for(target, 128, 8));
   TileConfig c = wide ? TileConfig{64, 128, 8, 2} : TileConfig{32, 128, 8, 2};
+  // At d <= 64 with wgmma, 64 keys on one warpgroup (two CTAs per SM) measured 5–16% faster than 128
+  // keys on two (docs/perf-notes.md §10, attempt 8).
+  if (d <= 64 && wgmma_for(target, 64, 4)) c = {64, 64, 4, 2};
   // At d = 256 the wgmma dK kernel with a score modifier spills on 8 warps and not on 4.
   std::vector<TileConfig> order = {c, {c.block_m, c.block_n, c.num_warps, 1}, {32, 64, 4, 2}, {32, 64, 4, 1}};
   if (d > 192 && wgmma_for(target, 64, 4)) order.insert(order.begin(), TileConfig{32, 64, 4, 2});
@@ -120,6 +126,10 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   p.kv.wgmma = wgmma_for(target, p.kv.rows, p.kv.warps);
   const int kv_acc = p.split_kv ? std::max(s.head_dim_qk, s.head_dim_v) : s.head_dim_qk + s.head_dim_v;
   const char* kv_what = "the dK/dV kernel (K and V resident, Q and dO streamed)";
+  // dP in flight under the softmax costs block_m / 2 registers per thread, as S does: taken where the
+  // dK/dV accumulators ((d_qk + d_v) / 2) and both tiles fit in 128 of the 255, which ptxas 13
+  // compiles without spills (tests/test_codegen_backward.cpp); at d = 128 it spills.
+  p.kv.dp_early = p.kv.wgmma && (s.head_dim_qk + s.head_dim_v) / 2 + c.block_m <= 128;
   if (!p.kv.wgmma) p.fused_dq_note = "dQ by its own kernel: accumulating it in the dK/dV kernel needs wgmma";
   else if (p.split_kv) p.fused_dq_note = "dQ by its own kernel: dK and dV take two launches at this head dim";
   else if (c.block_m % 64) p.fused_dq_note = "dQ by its own kernel: its wgmma needs block_m a multiple of 64";
@@ -144,6 +154,7 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   p.q.cols = d <= 128 ? 64 : 32;
   p.q.warps = 4;
   p.q.wgmma = wgmma_for(target, p.q.rows, p.q.warps);
+  p.q.dp_early = p.q.wgmma;  // one dQ accumulator of d_qk / 2 per thread: room for dP at every head dim
   // Two stages of K/V where they fit, else one (the dQ kernel's tiles are not part of the config).
   for (p.q.stages = 2; p.q.stages >= 1; --p.q.stages) {
     try {
@@ -175,7 +186,7 @@ std::string BackwardPlan::describe() const {
   if (s.head_dim_v != s.head_dim_qk) o << "/" << s.head_dim_v;
   o << " mask=" << (spec->mask ? s.mask : "none");
   if (spec->score) o << " score=" << s.score;
-  o << " " << config.str() << (split_kv ? " dK,dV split" : "") << (fused_dq ? " dQ fused" : "")
+  o << " " << config.str() << (split_kv ? " dK,dV split" : "") << (fused_dq ? " dQ fused" : "") << (kv.dp_early ? " dP early" : "")
     << " dkdv: threads=" << kv.threads
     << " smem=" << kv.shared_bytes << "B; dq: " << q.rows << "x" << q.cols << " s" << q.stages
     << (q.wgmma ? " wgmma" : " mma16816") << " smem=" << q.shared_bytes << "B";

@@ -31,6 +31,10 @@ struct BackwardPass {
   // layout above) and the tile's fp32 dQ, one kDqBlockFloats block per 64 queries × 64 columns in
   // the workspace's order (templates/common/backward_abi.hpp).
   int ds = 0, dq = 0;
+  // dP = dO Vᵀ issued with S, before S's softmax, and waited for after it (FlashAttention-3 §3.2's
+  // intra-warpgroup overlap, applied to the backward's two independent products): the tensor cores
+  // work under the softmax, at the cost of dP's registers held across it.
+  bool dp_early = false;
   int smem_align = 1;
   int shared_bytes = 0;
   int min_ctas_per_sm = 1;

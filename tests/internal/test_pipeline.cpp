@@ -106,6 +106,31 @@ TEST_CASE("pipeline: tuning keys bucket shapes and ignore the spec name", "[pipe
 // The backward's dQ: summed in the dK/dV kernel (bulk reductions into a workspace) only where that
 // kernel has wgmma, 64-query tiles, one launch for dK and dV and whole 64-column panels above
 // d = 64; every other plan names why it keeps the dQ kernel, and its module has no conversion.
+TEST_CASE("pipeline: the backward issues dP under S's softmax where its registers fit, and the d <= 64 heuristic",
+          "[pipeline][backward]") {
+  Target sm90{"sm_90a"}, sm80{"sm_80"};
+  auto plan = [](int d, const Target& t, TileConfig c) { return plan_backward(analyze_spec(spec_of(d)), c, t); };
+  // dK/dV: (d_qk + d_v) / 2 accumulators and the two block_m / 2 tiles within 128 registers.
+  CHECK(plan(64, sm90, {64, 64, 4, 2}).kv.dp_early);
+  CHECK(plan(64, sm90, {64, 128, 8, 2}).kv.dp_early);
+  CHECK(plan(96, sm90, {32, 128, 8, 2}).kv.dp_early);
+  CHECK_FALSE(plan(64, sm90, {128, 128, 8, 2}).kv.dp_early);
+  CHECK_FALSE(plan(128, sm90, {64, 128, 8, 2}).kv.dp_early);
+  CHECK_FALSE(plan(256, sm90, {32, 64, 4, 2}).kv.dp_early);
+  // The dQ kernel has room at every head dim; mma.sync products are synchronous, so never there.
+  CHECK(plan(256, sm90, {32, 64, 4, 2}).q.dp_early);
+  CHECK_FALSE(plan(64, sm80, {64, 64, 4, 2}).kv.dp_early);
+  CHECK_FALSE(plan(64, sm80, {64, 64, 4, 2}).q.dp_early);
+  CHECK_THAT(plan(64, sm90, {64, 64, 4, 2}).describe(), Catch::Contains("dP early"));
+  CHECK_THAT(plan(128, sm90, {64, 128, 8, 2}).describe(), !Catch::Contains("dP early"));
+  // One warpgroup of 64 keys at d <= 64 with wgmma; sm_80 keeps 128 keys on 8 warps.
+  for (int d : {16, 64}) {
+    const AnalyzedSpecPtr s = analyze_spec(spec_of(d));
+    CHECK(backward_heuristic(*s, sm90, nullptr).str() == "bm64_bn64_w4_s2");
+    CHECK(backward_heuristic(*s, sm80, nullptr).str() == "bm64_bn128_w8_s2");
+  }
+}
+
 TEST_CASE("pipeline: the backward plan sums dQ in the dK/dV kernel only where it can, and says why not",
           "[pipeline][backward]") {
   Target sm90{"sm_90a"}, sm80{"sm_80"}, sync{"sm_90a"};
