@@ -1,16 +1,13 @@
 #include "compiler/tile/bulk.hpp"
 
-#include <llvm/IR/InlineAsm.h>
+#include "compiler/tile/inline_ptx.hpp"
 
 namespace flashjit::tile {
 
 namespace {
 
 void asm_void(Emitter& e, const std::vector<llvm::Value*>& args, const std::string& text, const std::string& constraints) {
-  std::vector<llvm::Type*> types;
-  for (llvm::Value* a : args) types.push_back(a->getType());
-  auto* fn = llvm::FunctionType::get(e.b.getVoidTy(), types, false);
-  e.b.CreateCall(llvm::InlineAsm::get(fn, text, constraints, /*hasSideEffects=*/true), args);
+  inline_ptx(e, e.b.getVoidTy(), args, text, constraints);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include <llvm/IR/InlineAsm.h>
+#include "compiler/tile/inline_ptx.hpp"
 
 namespace flashjit::tile {
 
@@ -58,8 +58,7 @@ void prefetch_pages_ahead(Emitter& e, const GlobalRows& src, Value* slot, Value*
   auto& B = e.b;
   Value* ahead = B.CreateBinaryIntrinsic(llvm::Intrinsic::umin, B.CreateAdd(slot, e.c32(32)), last);
   Value* line = B.CreateGEP(e.i32(), src.page_table, ahead);
-  auto* type = llvm::FunctionType::get(B.getVoidTy(), {line->getType()}, false);
-  B.CreateCall(llvm::InlineAsm::get(type, "prefetch.global.L1 [$0];", "l", /*hasSideEffects=*/true), {line});
+  inline_ptx(e, B.getVoidTy(), {line}, "prefetch.global.L1 [$0];", "l");
 }
 
 // Offsets of rows first + w·rp, w < n_waves, of a paged source, for a thread to add r·row_stride

@@ -1,6 +1,6 @@
 #include "compiler/tile/gpu.hpp"
 
-#include <llvm/IR/InlineAsm.h>
+#include "compiler/tile/inline_ptx.hpp"
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 namespace flashjit::tile {
@@ -47,13 +47,11 @@ llvm::Value* log2_fast(Emitter& e, llvm::Value* x) {
 }
 
 llvm::Value* tanh_fast(Emitter& e, llvm::Value* x) {
-  auto* type = llvm::FunctionType::get(e.f32(), {e.f32()}, false);
-  return e.b.CreateCall(llvm::InlineAsm::get(type, "tanh.approx.f32 $0, $1;", "=f,f", /*hasSideEffects=*/false), {x});
+  return inline_ptx(e, e.f32(), {x}, "tanh.approx.f32 $0, $1;", "=f,f", /*side_effects=*/false);
 }
 
 llvm::Value* in_loop(Emitter& e, llvm::Value* x) {
-  auto* type = llvm::FunctionType::get(e.i32(), {e.i32()}, false);
-  return e.b.CreateCall(llvm::InlineAsm::get(type, "mov.b32 $0, $1;", "=r,r", /*hasSideEffects=*/true), {x});
+  return inline_ptx(e, e.i32(), {x}, "mov.b32 $0, $1;", "=r,r");
 }
 
 llvm::Value* shared_base(Emitter& e) {

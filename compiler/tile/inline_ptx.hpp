@@ -1,8 +1,12 @@
-// Text pieces of inline PTX operands, shared by the tile primitives that use inline asm
-// (shared addresses with an immediate offset, register lists).
+// Inline PTX for the tile primitives that need instructions LLVM's NVPTX back end has no
+// intrinsic for: the call itself, and text pieces of its operands (shared addresses with an
+// immediate offset, register lists).
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "compiler/tile/emitter.hpp"
 
 namespace flashjit::tile {
 
@@ -19,5 +23,11 @@ inline std::string asm_reg_list(int first, int count) {
   for (int i = 0; i < count; ++i) s += (i ? ", $" : "$") + std::to_string(first + i);
   return s + "}";
 }
+
+// `text` as an inline-asm call on `args` returning `ret` (void, one type, or a struct of the
+// outputs). With side effects (the default) LLVM neither drops nor merges it, nor moves memory
+// operations across it when `constraints` clobbers memory.
+llvm::CallInst* inline_ptx(Emitter& e, llvm::Type* ret, const std::vector<llvm::Value*>& args, const std::string& text,
+                           const std::string& constraints, bool side_effects = true);
 
 }  // namespace flashjit::tile

@@ -1,6 +1,5 @@
 #include "compiler/tile/mma.hpp"
 
-#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include "compiler/tile/inline_ptx.hpp"
@@ -24,8 +23,7 @@ llvm::CallInst* ldmatrix_call(Emitter& e, int regs, llvm::Value* addr, int imm, 
   for (int i = 0; i < regs; ++i) constraints += "=r,";
   constraints += "r";
   std::vector<llvm::Type*> out(regs, e.i32());
-  auto* type = llvm::FunctionType::get(llvm::StructType::get(e.ctx, out), {e.i32()}, false);
-  llvm::CallInst* call = e.b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/false), {addr});
+  llvm::CallInst* call = inline_ptx(e, llvm::StructType::get(e.ctx, out), {addr}, text, constraints, /*side_effects=*/false);
   call->setOnlyReadsMemory();
   call->setConvergent();
   return call;
@@ -69,18 +67,14 @@ Acc4 mma_16816(Emitter& e, DType dtype, const Frag4& a, llvm::Value* b0, llvm::V
 void cp_async_16(Emitter& e, llvm::Value* dst, int imm, llvm::Value* src, llvm::Value* valid) {
   // src-size 0 makes the copy write 16 zero bytes (PTX ISA §9.7.9.25.3.1, "cp.async", src-size).
   llvm::Value* bytes = e.b.CreateSelect(valid, e.c32(16), e.c32(0));
-  auto* type = llvm::FunctionType::get(e.b.getVoidTy(), {e.i32(), src->getType(), e.i32()}, false);
-  std::string text = "cp.async.cg.shared.global " + asm_address(0, imm) + ", [$1], 16, $2;";
-  e.b.CreateCall(llvm::InlineAsm::get(type, text, "r,l,r,~{memory}", /*hasSideEffects=*/true), {dst, src, bytes});
+  inline_ptx(e, e.b.getVoidTy(), {dst, src, bytes}, "cp.async.cg.shared.global " + asm_address(0, imm) + ", [$1], 16, $2;",
+             "r,l,r,~{memory}");
 }
 
 void cp_async_4(Emitter& e, llvm::Value* dst, llvm::Value* src, llvm::Value* valid) {
   // .cg is 16 bytes only; .ca takes 4, 8 or 16 (PTX ISA §9.7.9.25.3.1).
   llvm::Value* bytes = e.b.CreateSelect(valid, e.c32(4), e.c32(0));
-  auto* type = llvm::FunctionType::get(e.b.getVoidTy(), {e.i32(), src->getType(), e.i32()}, false);
-  e.b.CreateCall(llvm::InlineAsm::get(type, "cp.async.ca.shared.global [$0], [$1], 4, $2;", "r,l,r,~{memory}",
-                                      /*hasSideEffects=*/true),
-                 {dst, src, bytes});
+  inline_ptx(e, e.b.getVoidTy(), {dst, src, bytes}, "cp.async.ca.shared.global [$0], [$1], 4, $2;", "r,l,r,~{memory}");
 }
 
 void cp_async_commit(Emitter& e) {

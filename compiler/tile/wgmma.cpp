@@ -1,7 +1,6 @@
 #include "compiler/tile/wgmma.hpp"
 
 #include <llvm/IR/Constants.h>
-#include <llvm/IR/InlineAsm.h>
 
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/inline_ptx.hpp"
@@ -14,10 +13,7 @@ namespace {
 
 llvm::CallInst* asm_call(Emitter& e, llvm::Type* ret, const std::vector<llvm::Value*>& args, const std::string& text,
                          const std::string& constraints) {
-  std::vector<llvm::Type*> types;
-  for (llvm::Value* a : args) types.push_back(a->getType());
-  auto* fn = llvm::FunctionType::get(ret, types, false);
-  llvm::CallInst* call = e.b.CreateCall(llvm::InlineAsm::get(fn, text, constraints, /*hasSideEffects=*/true), args);
+  llvm::CallInst* call = inline_ptx(e, ret, args, text, constraints);
   call->setConvergent();  // .sync.aligned: the whole warp (warpgroup) executes it together
   return call;
 }
