@@ -186,8 +186,8 @@ std::string BackwardPlan::describe() const {
   if (s.head_dim_v != s.head_dim_qk) o << "/" << s.head_dim_v;
   o << " mask=" << (spec->mask ? s.mask : "none");
   if (spec->score) o << " score=" << s.score;
-  o << " " << config.str() << (split_kv ? " dK,dV split" : "") << (fused_dq ? " dQ fused" : "") << (kv.dp_early ? " dP early" : "")
-    << " dkdv: threads=" << kv.threads
+  o << " " << config.str() << (split_kv ? " dK,dV split" : "") << (fused_dq ? " dQ fused" : "")
+    << (kv.dp_early ? " dP early" : "") << " dkdv: threads=" << kv.threads
     << " smem=" << kv.shared_bytes << "B; dq: " << q.rows << "x" << q.cols << " s" << q.stages
     << (q.wgmma ? " wgmma" : " mma16816") << " smem=" << q.shared_bytes << "B";
   return o.str();
