@@ -11,111 +11,19 @@
 // tiles the mask expression runs per element. A score modifier runs on scale·qkᵀ before the softmax.
 #include "templates/fwd/forward.hpp"
 
-#include <llvm/IR/IntrinsicsNVPTX.h>
-#include <llvm/IR/Module.h>
-
 #include <cmath>
-#include <functional>
 
 #include "compiler/lower_expr.hpp"
 #include "compiler/tile/copy.hpp"
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/mma.hpp"
-#include "compiler/tile/reduce.hpp"
-#include "compiler/tile/softmax.hpp"
-#include "compiler/tile/tensor_core.hpp"
 #include "templates/common/forward_abi.hpp"
-#include "templates/common/kernel_args.hpp"
-#include "templates/common/kv_bounds.hpp"
-#include "templates/common/tile_walk.hpp"
+#include "templates/fwd/forward_kernel.hpp"
 #include "templates/fwd/sequence.hpp"
 
 namespace flashjit {
 
-namespace {
-
-using llvm::Value;
-using tile::RegTile;
-using tile::SmemTile;
-
-// Element offset of [batch, seq, head] in a tensor from its three strides.
-Value* slice_offset(tile::Emitter& e, Value* strides[3], Value* b, Value* s, Value* h) {
-  auto& B = e.b;
-  Value* off = B.CreateMul(B.CreateZExt(b, e.i64()), strides[0]);
-  off = B.CreateAdd(off, B.CreateMul(B.CreateSExt(s, e.i64()), strides[1]));
-  return B.CreateAdd(off, B.CreateMul(B.CreateZExt(h, e.i64()), strides[2]));
-}
-
-// One step of the walk over key tiles: tile `j` of the walk, in pipeline stage j % num_stages.
-struct KeyTile {
-  Value* j = nullptr;
-  Value* n0 = nullptr;           // its first key
-  SmemTile k{nullptr, 0}, v{nullptr, 0};
-  Value* entry = nullptr;        // its block-map list entry (null without a list)
-  Value* last_q = nullptr;       // seq_q − 1 and seq_kv − 1: expressions read clamped positions
-  Value* last_kv = nullptr;
-};
-
-class ForwardKernel {
- public:
-  ForwardKernel(llvm::Module& module, const ForwardPlan& plan, const std::string& entry);
-  llvm::Function* function() const { return fn_; }
-
-  void load_q_and_first_kv_tiles();
-  void prepare_products();
-  void init_state();
-  void for_each_key_tile(const std::function<void(KeyTile&)>& body);
-  RegTile scores(const KeyTile& t) { return tc_->mma_abt(e_, t.k); }
-  void modify_scores(RegTile& s, KeyTile& t);
-  void mask_scores(RegTile& s, const KeyTile& t);
-  void softmax_step(RegTile& s) { tile::online_softmax(e_, s, multiplier_, softmax_, o_); }
-  void accumulate_output(const RegTile& p, const KeyTile& t);
-  void store_output();
-
- private:
-  void store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse);
-  void find_key_tiles();
-  void issue_kv(Value* j, Value* entry, bool once, bool ahead = false);
-  void keep_pages_ahead(Value* j);
-  tile::GlobalRows kv_rows(Value* j, Value* entry, int t);
-  // The K or V tile of pipeline stage `stage` (its region's offset and stage size in bytes).
-  SmemTile stage_tile(int region, int stage_bytes, Value* stage);
-  Value* row_of(int mt, int i);
-  // GQA packing: packed row r is query position r / G of query head head_ + r % G.
-  Value* query_of(Value* row) { return G > 1 ? e_.b.CreateUDiv(row, e_.c32(G)) : row; }
-  Value* head_of(Value* row) { return G > 1 ? e_.b.CreateAdd(head_, e_.b.CreateURem(row, e_.c32(G))) : head_; }
-  Value* key_of(const KeyTile& t, int nt, int i);
-  Value* clamp(Value* x, Value* hi) { return e_.b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, hi); }
-  Value* arg(int i) const { return fn_->getArg(i); }
-
-  const ForwardPlan& plan_;
-  const AttentionSpec& spec_;
-  llvm::Function* fn_;
-  tile::Emitter e_;
-  const int BM, BN, S, NT, OT;  // tile rows, keys, stages; 8-column n-tiles of S and of O
-  const int G;                  // query heads packed per CTA (Target::pack_gqa), 1: none
-  const bool SPLIT;             // split-KV (Target::split_kv): one run of the key tiles, partials out
-  const bool VARLEN;            // packed sequences (Target::varlen): lengths and offsets from cu_seqlens
-  const bool PAGED;             // paged K/V (Target::paged): rows through the block table
-  Value* strides_[4][3];
-  Value *seq_q_, *seq_kv_, *scale_log2_;
-  Value* rows_;                  // packed rows: seq_q · G
-  Value* q0_ = nullptr;          // varlen: this sequence's first token in q/o and in k/v
-  Value* kv0_ = nullptr;
-  Value* page_table_ = nullptr;  // paged: this sequence's row of the block table
-  std::vector<llvm::AllocaInst*> pages_ahead_;  // paged, one entry per page: the next issue's pages
-  Value *q_first_, *q_final_;    // the query positions of this CTA's first and last rows
-  Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *split_, *head_, *batch_, *head_kv_;
-  Value *q_base_, *k_base_, *v_base_, *smem_, *q_start_, *q_last_;
-  SmemTile q_smem_{nullptr, 0};
-  ExprInputs ex_;
-  KvBounds bounds_{};
-  std::unique_ptr<TileWalk> walk_;
-  std::unique_ptr<tile::TensorCore> tc_;
-  Value* multiplier_ = nullptr;  // folds scale·log2 e into the softmax; 1 after a score modifier
-  tile::SoftmaxRows softmax_;
-  tile::TileVars o_, s_vars_;
-};
+namespace fwd {
 
 ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, const std::string& entry)
     : plan_(plan),
@@ -405,85 +313,15 @@ void ForwardKernel::accumulate_output(const RegTile& p, const KeyTile& t) {
   o_.store(e_, acc);
 }
 
-// O = acc / l, LSE = ln Σ e^{score} = (m·multiplier + log2 l)·ln 2; rows with no visible key get
-// O = 0 and LSE = −inf. A split kernel writes both in fp32 to the partial buffers instead.
-void ForwardKernel::store_output() {
-  auto& B = e_.b;
-  Value* lse_ptr = arg(kParamLse);
-  Value* o_base = B.CreateGEP(B.getInt16Ty(), arg(kParamO),  // here, not before the loop: nothing stays live across it
-                              VARLEN ? slice_offset(e_, strides_[3], e_.c32(0), q0_, head_)
-                                     : slice_offset(e_, strides_[3], batch_, e_.c32(0), head_));
-  for (size_t mt = 0; mt < o_.vars.size(); ++mt)
-    for (int r = 0; r < 2; ++r) {
-      Value* row = row_of(int(mt), 2 * r);
-      Value* lsum = tile::quad_sum(e_, B.CreateLoad(e_.f32(), softmax_.l[mt][r]));
-      Value* mrow = B.CreateLoad(e_.f32(), softmax_.m[mt][r]);
-      e_.when(B.CreateICmpSLT(row, rows_), "store", [&] {
-        Value* any = B.CreateFCmpOGT(lsum, e_.cf(0.f));
-        Value* inv = B.CreateSelect(any, B.CreateFDiv(e_.cf(1.f), lsum), e_.cf(0.f));
-        auto natural_lse = [&] {
-          Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, plan_.spec->score ? e_.cf(1.f) : scale_log2_),
-                                         tile::log2_fast(e_, lsum));
-          return B.CreateSelect(any, B.CreateFMul(log2_sum, e_.cf(static_cast<float>(M_LN2))), e_.neg_inf());
-        };
-        // Row index ((b·H + h)·S + q) of [batch, heads_q, seq_q]; varlen: (h·T + cu[b] + q) of
-        // [heads_q, total tokens T].
-        auto row_index = [&] {
-          Value* b = VARLEN ? e_.c32(0) : batch_;
-          Value* len = VARLEN ? arg(kParamSeqQ) : seq_q_;
-          Value* q = VARLEN ? B.CreateAdd(q0_, query_of(row)) : query_of(row);
-          Value* idx = B.CreateAdd(B.CreateMul(B.CreateZExt(b, e_.i64()), B.CreateZExt(ex_.heads_q, e_.i64())),
-                                   B.CreateZExt(head_of(row), e_.i64()));
-          return B.CreateAdd(B.CreateMul(idx, B.CreateSExt(len, e_.i64())), B.CreateSExt(q, e_.i64()));
-        };
-        if (SPLIT) return store_partial(mt, r, row_index(), inv, natural_lse);
-        Value* row_ptr =
-            B.CreateGEP(B.getInt16Ty(), o_base, tile::row_offset(e_, {nullptr, strides_[3][1], nullptr, nullptr, G, strides_[3][2]}, row));
-        for (int ot = 0; ot < OT; ++ot) {
-          Value* x = B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][ot][2 * r]), inv);
-          Value* y = B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][ot][2 * r + 1]), inv);
-          Value* col = B.CreateAdd(e_.c32(ot * 8), B.CreateShl(t4_, 1));
-          B.CreateAlignedStore(tile::pack_pair_rn(e_, x, y, spec_.dtype), B.CreateGEP(B.getInt16Ty(), row_ptr, col),
-                               llvm::Align(4));
-        }
-        Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e_.ctx, 1)));
-        e_.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4_, e_.c32(0))), "store.lse",
-                [&] { B.CreateStore(natural_lse(), B.CreateGEP(e_.f32(), lse_ptr, row_index())); });
-      });
-    }
-  B.CreateRetVoid();
-}
-
-// This split's O (normalised, fp32 pairs) and LSE of one row, at its slice of the partial buffers
-// (layouts in templates/common/forward_abi.hpp).
-void ForwardKernel::store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse) {
-  auto& B = e_.b;
-  Value* rows = VARLEN ? B.CreateMul(B.CreateZExt(ex_.heads_q, e_.i64()), B.CreateSExt(arg(kParamSeqQ), e_.i64()))
-                      : B.CreateMul(B.CreateMul(B.CreateZExt(tile::grid_dim(e_, 2), e_.i64()),
-                                                B.CreateZExt(ex_.heads_q, e_.i64())),
-                                    B.CreateSExt(seq_q_, e_.i64()));
-  Value* at = B.CreateAdd(B.CreateMul(B.CreateZExt(split_, e_.i64()), rows), row_index);
-  Value* o_row = B.CreateGEP(e_.f32(), arg(kParamPartialO), B.CreateMul(at, e_.c64(spec_.head_dim_v)));
-  for (int ot = 0; ot < OT; ++ot) {
-    Value* col = B.CreateAdd(e_.c32(ot * 8), B.CreateShl(t4_, 1));
-    Value* pair = llvm::UndefValue::get(llvm::FixedVectorType::get(e_.f32(), 2));
-    pair = B.CreateInsertElement(pair, B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][ot][2 * r]), inv), uint64_t(0));
-    pair = B.CreateInsertElement(pair, B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][ot][2 * r + 1]), inv), uint64_t(1));
-    B.CreateAlignedStore(pair, B.CreateGEP(e_.f32(), o_row, B.CreateZExt(col, e_.i64())), llvm::Align(8));
-  }
-  e_.when(B.CreateICmpEQ(t4_, e_.c32(0)), "store.partial.lse",
-          [&] { B.CreateStore(lse(), B.CreateGEP(e_.f32(), arg(kParamPartialLse), at)); });
-}
-
-}  // namespace
+}  // namespace fwd
 
 llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& plan, const std::string& entry) {
-  ForwardKernel k(module, plan, entry);
+  fwd::ForwardKernel k(module, plan, entry);
   k.load_q_and_first_kv_tiles();
   k.prepare_products();
   k.init_state();
-  k.for_each_key_tile([&](KeyTile& t) {
-    RegTile s = k.scores(t);  // S = Q Kᵀ
+  k.for_each_key_tile([&](fwd::KeyTile& t) {
+    tile::RegTile s = k.scores(t);  // S = Q Kᵀ
     k.modify_scores(s, t);    // score modifier, on scale·S
     k.mask_scores(s, t);      // the mask, where the tile is not wholly visible
     k.softmax_step(s);        // online softmax: P = exp(S − m), l, O rescaled

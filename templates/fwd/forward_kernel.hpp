@@ -1,0 +1,104 @@
+// The forward template's kernel class (templates/fwd/forward.cpp has the algorithm; the epilogue
+// that stores O and the LSE is templates/fwd/forward_store.cpp). Private to templates/fwd.
+#pragma once
+
+#include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/Module.h>
+
+#include <functional>
+#include <memory>
+
+#include "compiler/tile/copy.hpp"
+#include "compiler/tile/softmax.hpp"
+#include "compiler/tile/tensor_core.hpp"
+#include "templates/common/kernel_args.hpp"
+#include "templates/common/kv_bounds.hpp"
+#include "templates/common/tile_walk.hpp"
+#include "templates/fwd/plan.hpp"
+
+namespace flashjit::fwd {
+
+using llvm::Value;
+using tile::RegTile;
+using tile::SmemTile;
+
+// Element offset of [batch, seq, head] in a tensor from its three strides.
+inline Value* slice_offset(tile::Emitter& e, Value* strides[3], Value* b, Value* s, Value* h) {
+  auto& B = e.b;
+  Value* off = B.CreateMul(B.CreateZExt(b, e.i64()), strides[0]);
+  off = B.CreateAdd(off, B.CreateMul(B.CreateSExt(s, e.i64()), strides[1]));
+  return B.CreateAdd(off, B.CreateMul(B.CreateZExt(h, e.i64()), strides[2]));
+}
+
+// One step of the walk over key tiles: tile `j` of the walk, in pipeline stage j % num_stages.
+struct KeyTile {
+  Value* j = nullptr;
+  Value* n0 = nullptr;           // its first key
+  SmemTile k{nullptr, 0}, v{nullptr, 0};
+  Value* entry = nullptr;        // its block-map list entry (null without a list)
+  Value* last_q = nullptr;       // seq_q − 1 and seq_kv − 1: expressions read clamped positions
+  Value* last_kv = nullptr;
+};
+
+class ForwardKernel {
+ public:
+  ForwardKernel(llvm::Module& module, const ForwardPlan& plan, const std::string& entry);
+  llvm::Function* function() const { return fn_; }
+
+  void load_q_and_first_kv_tiles();
+  void prepare_products();
+  void init_state();
+  void for_each_key_tile(const std::function<void(KeyTile&)>& body);
+  RegTile scores(const KeyTile& t) { return tc_->mma_abt(e_, t.k); }
+  void modify_scores(RegTile& s, KeyTile& t);
+  void mask_scores(RegTile& s, const KeyTile& t);
+  void softmax_step(RegTile& s) { tile::online_softmax(e_, s, multiplier_, softmax_, o_); }
+  void accumulate_output(const RegTile& p, const KeyTile& t);
+  void store_output();
+
+ private:
+  void store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse);
+  void find_key_tiles();
+  void issue_kv(Value* j, Value* entry, bool once, bool ahead = false);
+  void keep_pages_ahead(Value* j);
+  tile::GlobalRows kv_rows(Value* j, Value* entry, int t);
+  // The K or V tile of pipeline stage `stage` (its region's offset and stage size in bytes).
+  SmemTile stage_tile(int region, int stage_bytes, Value* stage);
+  Value* row_of(int mt, int i);
+  // GQA packing: packed row r is query position r / G of query head head_ + r % G.
+  Value* query_of(Value* row) { return G > 1 ? e_.b.CreateUDiv(row, e_.c32(G)) : row; }
+  Value* head_of(Value* row) { return G > 1 ? e_.b.CreateAdd(head_, e_.b.CreateURem(row, e_.c32(G))) : head_; }
+  Value* key_of(const KeyTile& t, int nt, int i);
+  Value* clamp(Value* x, Value* hi) { return e_.b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, hi); }
+  Value* arg(int i) const { return fn_->getArg(i); }
+
+  const ForwardPlan& plan_;
+  const AttentionSpec& spec_;
+  llvm::Function* fn_;
+  tile::Emitter e_;
+  const int BM, BN, S, NT, OT;  // tile rows, keys, stages; 8-column n-tiles of S and of O
+  const int G;                  // query heads packed per CTA (Target::pack_gqa), 1: none
+  const bool SPLIT;             // split-KV (Target::split_kv): one run of the key tiles, partials out
+  const bool VARLEN;            // packed sequences (Target::varlen): lengths and offsets from cu_seqlens
+  const bool PAGED;             // paged K/V (Target::paged): rows through the block table
+  Value* strides_[4][3];
+  Value *seq_q_, *seq_kv_, *scale_log2_;
+  Value* rows_;                  // packed rows: seq_q · G
+  Value* q0_ = nullptr;          // varlen: this sequence's first token in q/o and in k/v
+  Value* kv0_ = nullptr;
+  Value* page_table_ = nullptr;  // paged: this sequence's row of the block table
+  std::vector<llvm::AllocaInst*> pages_ahead_;  // paged, one entry per page: the next issue's pages
+  Value *q_first_, *q_final_;    // the query positions of this CTA's first and last rows
+  Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *split_, *head_, *batch_, *head_kv_;
+  Value *q_base_, *k_base_, *v_base_, *smem_, *q_start_, *q_last_;
+  SmemTile q_smem_{nullptr, 0};
+  ExprInputs ex_;
+  KvBounds bounds_{};
+  std::unique_ptr<TileWalk> walk_;
+  std::unique_ptr<tile::TensorCore> tc_;
+  Value* multiplier_ = nullptr;  // folds scale·log2 e into the softmax; 1 after a score modifier
+  tile::SoftmaxRows softmax_;
+  tile::TileVars o_, s_vars_;
+};
+
+}  // namespace flashjit::fwd
