@@ -102,6 +102,17 @@ llvm::Value* unpack_half(Emitter& e, llvm::Value* pair, int half, DType dtype) {
   return B.CreateFPExt(B.CreateBitCast(h16, B.getHalfTy()), e.f32());
 }
 
+void store_row_pairs(Emitter& e, const TileVars& acc, size_t mt, int r, int tiles, llvm::Value* mult, llvm::Value* t4,
+                     llvm::Value* row_ptr, DType dtype) {
+  auto& B = e.b;
+  for (int nt = 0; nt < tiles; ++nt) {
+    llvm::Value* x = B.CreateFMul(B.CreateLoad(e.f32(), acc.vars[mt][size_t(nt)][2 * r]), mult);
+    llvm::Value* y = B.CreateFMul(B.CreateLoad(e.f32(), acc.vars[mt][size_t(nt)][2 * r + 1]), mult);
+    llvm::Value* col = B.CreateAdd(e.c32(nt * 8), B.CreateShl(t4, 1));
+    B.CreateAlignedStore(pack_pair_rn(e, x, y, dtype), B.CreateGEP(B.getInt16Ty(), row_ptr, col), llvm::Align(4));
+  }
+}
+
 void round_tile(Emitter& e, RegTile& t, DType dtype) {
   for (auto& row : t)
     for (Acc4& a : row)

@@ -42,5 +42,9 @@ llvm::Value* pack_pair_rn(Emitter& e, llvm::Value* lo, llvm::Value* hi, DType dt
 llvm::Value* unpack_half(Emitter& e, llvm::Value* pair, int half, DType dtype);
 // Every element of `t` rounded to the dtype (as pack_pair_rn rounds it) and held as f32 again.
 void round_tile(Emitter& e, RegTile& t, DType dtype);
+// Row r (0: g, 1: g + 8) of m-tile mt of `acc`, × mult, stored as dtype pairs at columns
+// 8·nt + 2·t4 of `row_ptr` (a pointer to 16-bit elements), for the first `tiles` n-tiles.
+void store_row_pairs(Emitter& e, const TileVars& acc, size_t mt, int r, int tiles, llvm::Value* mult, llvm::Value* t4,
+                     llvm::Value* row_ptr, DType dtype);
 
 }  // namespace flashjit::tile

@@ -399,13 +399,7 @@ void BackwardKernel::store(const tile::TileVars& acc, Value* base, Value* const 
       Value* row = row_of(mt, 2 * r);
       e_.when(B.CreateICmpSLT(row, limit), "store", [&] {
         Value* row_ptr = B.CreateGEP(B.getInt16Ty(), base, B.CreateMul(B.CreateSExt(row, e_.i64()), strides[1]));
-        for (int ot = 0; ot < OT; ++ot) {
-          Value* x = B.CreateFMul(B.CreateLoad(e_.f32(), acc.vars[mt][ot][2 * r]), mult);
-          Value* y = B.CreateFMul(B.CreateLoad(e_.f32(), acc.vars[mt][ot][2 * r + 1]), mult);
-          Value* col = B.CreateAdd(e_.c32(ot * 8), B.CreateShl(t4_, 1));
-          B.CreateAlignedStore(tile::pack_pair_rn(e_, x, y, spec_.dtype), B.CreateGEP(B.getInt16Ty(), row_ptr, col),
-                               llvm::Align(4));
-        }
+        tile::store_row_pairs(e_, acc, size_t(mt), r, OT, mult, t4_, row_ptr, spec_.dtype);
       });
     }
 }

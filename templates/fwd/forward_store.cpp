@@ -43,13 +43,7 @@ void ForwardKernel::store_output() {
         if (SPLIT) return store_partial(mt, r, row_index(), inv, natural_lse);
         Value* row_ptr =
             B.CreateGEP(B.getInt16Ty(), o_base, tile::row_offset(e_, {nullptr, strides_[3][1], nullptr, nullptr, G, strides_[3][2]}, row));
-        for (int ot = 0; ot < OT; ++ot) {
-          Value* x = B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][ot][2 * r]), inv);
-          Value* y = B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][ot][2 * r + 1]), inv);
-          Value* col = B.CreateAdd(e_.c32(ot * 8), B.CreateShl(t4_, 1));
-          B.CreateAlignedStore(tile::pack_pair_rn(e_, x, y, spec_.dtype), B.CreateGEP(B.getInt16Ty(), row_ptr, col),
-                               llvm::Align(4));
-        }
+        tile::store_row_pairs(e_, o_, mt, r, OT, inv, t4_, row_ptr, spec_.dtype);
         Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e_.ctx, 1)));
         e_.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4_, e_.c32(0))), "store.lse",
                 [&] { B.CreateStore(natural_lse(), B.CreateGEP(e_.f32(), lse_ptr, row_index())); });
