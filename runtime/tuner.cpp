@@ -99,8 +99,9 @@ TuneMode tune_mode(const std::optional<std::string>& value) {
 autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s, bool backward) {
   // The backward template's version ("bwd-7") leads its keys: a tuning timed on other backward
   // kernels (which configs fuse dQ, for one) is not reused.
-  return {backward ? find_template("attention_bwd").version + "-" + spec.spec_hash : spec.spec_hash, autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
-                                                    spec.spec.head_dim_v, s.heads_kv)};
+  const std::string name = backward ? find_template("attention_bwd").version + "-" + spec.spec_hash : spec.spec_hash;
+  return {name, autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
+                                          spec.spec.head_dim_v, s.heads_kv)};
 }
 
 autotune::SearchSpace search_space_for(const AnalyzedSpec& spec, const KernelTemplate& kernel_template) {
