@@ -55,12 +55,21 @@ TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry"
   CHECK_THAT(k.ptx, Catch::Contains("shfl.sync.bfly.b32"));
   CHECK_THAT(k.ptx, Catch::Contains("ex2.approx.ftz.f32"));
   CHECK_THAT(k.ptx, Catch::Contains("cvt.rn.bf16x2.f32"));
-  CHECK_THAT(k.ptx, Catch::Contains(".maxntid 256, 1, 1"));
+  // Two compute warpgroups and a producer warpgroup (ForwardPlan::producer): K/V through a ring of
+  // stages signalled by mbarriers, registers moved to the compute warpgroups.
+  CHECK_THAT(k.ptx, Catch::Contains(".maxntid 384, 1, 1"));
+  CHECK_THAT(k.ptx, Catch::Contains("mbarrier.init.shared.b64"));
+  CHECK_THAT(k.ptx, Catch::Contains("cp.async.mbarrier.arrive.noinc.shared.b64"));
+  CHECK_THAT(k.ptx, Catch::Contains("mbarrier.try_wait.parity.shared.b64"));
+  CHECK_THAT(k.ptx, Catch::Contains("mbarrier.arrive.shared.b64"));
+  CHECK_THAT(k.ptx, Catch::Contains("setmaxnreg.dec.sync.aligned.u32 48"));
+  CHECK_THAT(k.ptx, Catch::Contains("setmaxnreg.inc.sync.aligned.u32 232"));
   CHECK_THAT(k.llvm_ir, Catch::Contains("ptx_kernel"));
   CHECK(k.key.size() == 16);
-  CHECK(k.threads == 256);
-  // Q [128][128] and two stages of K and V [128][128], 16-bit, plus 1 KB to align the base to 1024.
-  CHECK(k.shared_bytes == 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 1024);
+  CHECK(k.threads == 384);
+  // Q [128][128], two stages of K and V [128][128], 16-bit, two mbarriers per stage, plus 1 KB to
+  // align the base to 1024.
+  CHECK(k.shared_bytes == 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 2 * 2 * 8 + 1024);
   // On sm_80 the same spec gets mma.sync: ldmatrix for Q/K, .trans for V.
   CompileOptions sm80;
   sm80.arch = "sm_80";

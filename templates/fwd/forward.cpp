@@ -1,14 +1,16 @@
 // FlashAttention-2's forward (Dao 2023, Algorithm 1) as LLVM IR, over the tile pieces of
 // compiler/tile. A CTA owns block_m query rows; each warp's rows stay in its own registers, so the
 // softmax statistics need quad shuffles only. Key/value tiles of block_n keys stream through a
-// num_stages-deep cp.async pipeline in swizzled shared memory. S = QKᵀ and O += PV run on the
-// tensor cores (wgmma or mma.sync, compiler/tile/tensor_core.hpp); P goes from the S accumulators
-// straight into A fragments, never through memory. The online softmax works in the exp2 domain
-// with the scale folded into one FFMA per score; rows whose keys are all masked end with O = 0 and
-// LSE = −inf. The mask decides the key tiles: its closed-form kv range (templates/common/kv_bounds)
-// gives, per query tile, the tiles to visit — the rest are never loaded — and those needing no
-// mask code; masks it cannot describe exactly read the block map's list instead. In the other
-// tiles the mask expression runs per element. A score modifier runs on scale·qkᵀ before the softmax.
+// num_stages-deep cp.async pipeline in swizzled shared memory, issued by the whole CTA or, where
+// ForwardPlan::producer holds, by a producer warpgroup that hands stages over by mbarriers. S = QKᵀ
+// and O += PV run on the tensor cores (wgmma or mma.sync, compiler/tile/tensor_core.hpp); P goes
+// from the S accumulators straight into A fragments, never through memory. The online softmax works
+// in the exp2 domain with the scale folded into one FFMA per score; rows whose keys are all masked
+// end with O = 0 and LSE = −inf. The mask decides the key tiles: its closed-form kv range
+// (templates/common/kv_bounds) gives, per query tile, the tiles to visit — the rest are never
+// loaded — and those needing no mask code; masks it cannot describe exactly read the block map's
+// list instead. In the other tiles the mask expression runs per element. A score modifier runs on
+// scale·qkᵀ before the softmax.
 #include "templates/fwd/forward.hpp"
 
 #include <cmath>
@@ -16,6 +18,7 @@
 #include "compiler/lower_expr.hpp"
 #include "compiler/tile/copy.hpp"
 #include "compiler/tile/gpu.hpp"
+#include "compiler/tile/mbarrier.hpp"
 #include "compiler/tile/mma.hpp"
 #include "templates/common/forward_abi.hpp"
 #include "templates/fwd/forward_kernel.hpp"
@@ -39,7 +42,9 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       G(plan.target.pack_gqa),
       SPLIT(plan.target.split_kv),
       VARLEN(plan.target.varlen),
-      PAGED(plan.target.paged) {
+      PAGED(plan.target.paged),
+      PRODUCER(plan.producer),
+      copy_threads_(plan.compute_threads) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -49,6 +54,7 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   tid_ = tile::thread_id(e_);
   warp_ = B.CreateLShr(tid_, 5);
   lane_ = B.CreateAnd(tid_, e_.c32(31));
+  copy_tid_ = tid_;
   g_ = B.CreateLShr(lane_, 2);             // fragment row (and row + 8)
   t4_ = B.CreateAnd(lane_, e_.c32(3));     // fragment column pair
   batch_ = tile::block_id(e_, 2);
@@ -163,8 +169,10 @@ void ForwardKernel::issue_kv(Value* j, Value* entry, bool once, bool ahead) {
       k.page_ids = tile::tile_pages(e_, k, BN);
     v.page_ids = k.page_ids;
   }
-  tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), k, spec_.head_dim_qk, plan_.threads, tid_, once);
-  tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), v, spec_.head_dim_v, plan_.threads, tid_, once);
+  tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), k, spec_.head_dim_qk, copy_threads_,
+                  copy_tid_, once);
+  tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), v, spec_.head_dim_v, copy_threads_,
+                  copy_tid_, once);
   if (ahead && !pages_ahead_.empty()) keep_pages_ahead(B.CreateAdd(j, e_.c32(1)));
 }
 
@@ -180,14 +188,20 @@ void ForwardKernel::keep_pages_ahead(Value* j) {
   for (size_t i = 0; i < ids.size(); ++i) e_.b.CreateStore(ids[i], pages_ahead_[i]);
 }
 
-// Q, then the first num_stages − 1 K/V tiles, one commit group each.
-void ForwardKernel::load_q_and_first_kv_tiles() {
-  auto& B = e_.b;
-  Value* zero = e_.c32(0);
+void ForwardKernel::load_q() {
   tile::copy_rows(e_, q_smem_, {q_base_, strides_[0][1], q_start_, rows_, G, strides_[0][2]}, spec_.head_dim_qk,
-                  plan_.threads, tid_,
+                  plan_.compute_threads, tid_,
                   /*once=*/true);
   tile::cp_async_commit(e_);
+}
+
+// Q, then the first num_stages − 1 K/V tiles, one commit group each; with a producer warpgroup,
+// start_producer() instead.
+void ForwardKernel::load_q_and_first_kv_tiles() {
+  if (PRODUCER) return start_producer();
+  auto& B = e_.b;
+  Value* zero = e_.c32(0);
+  load_q();
   for (int s = 0; s + 1 < S; ++s) {
     e_.when(B.CreateICmpSLT(e_.c32(s), walk_->count()), "prologue",
             [&] { issue_kv(e_.c32(s), walk_->entry(e_, zero, s), /*once=*/true); });
@@ -223,8 +237,78 @@ void ForwardKernel::init_state() {
   }
 }
 
+// The compute warps load Q; thread 0 initialises the stage mbarriers; after a CTA barrier the
+// producer warpgroup leaves for produce() and the compute warpgroups go on.
+void ForwardKernel::start_producer() {
+  auto& B = e_.b;
+  const int warps = plan_.config.num_warps;
+  bars_ = B.CreateAdd(smem_, e_.c32(plan_.smem.barriers));
+  e_.when(B.CreateICmpEQ(tid_, e_.c32(0)), "init_bars", [&] {
+    for (int s = 0; s < S; ++s) {
+      tile::mbarrier_init(e_, full_bar(e_.c32(s)), 128);     // one cp.async arrival per producer thread
+      tile::mbarrier_init(e_, empty_bar(e_.c32(s)), warps);  // one arrival per compute warp
+    }
+  });
+  Value* producer = B.CreateICmpUGE(warp_, e_.c32(warps));
+  e_.when(B.CreateNot(producer), "load_q", [&] {
+    load_q();
+    tile::cp_async_wait(e_, 0);
+  });
+  tc_ = tile::make_tensor_core(plan_.wgmma, {spec_.dtype, BM, BN, plan_.k_steps, OT, plan_.m_tiles, false}, warp_,
+                               lane_);
+  tc_->publish_shared(e_);
+  tile::sync_threads(e_);  // Q and the initialised mbarriers, for every warp
+  llvm::BasicBlock* prod = llvm::BasicBlock::Create(e_.ctx, "producer", fn_);
+  llvm::BasicBlock* compute = llvm::BasicBlock::Create(e_.ctx, "compute", fn_);
+  B.CreateCondBr(producer, prod, compute);
+  // Registers move from the producer to the compute warpgroups (PTX ISA §9.7.17.1, setmaxnreg):
+  // 128 × 48 + 256 × 232 = 64K, where the launch gives each of the 384 threads 168.
+  B.SetInsertPoint(prod);
+  tile::set_max_registers(e_, 48, false);
+  produce();
+  B.CreateRetVoid();
+  B.SetInsertPoint(compute);
+  tile::set_max_registers(e_, 232, true);
+}
+
+// The producer's walk: each step waits until its stage's last readers are done (the previous
+// phase of its empty mbarrier), issues the K and V copies and has the full mbarrier arrived at
+// when they land. It waits for its last copies before it exits.
+void ForwardKernel::produce() {
+  auto& B = e_.b;
+  copy_threads_ = 128;
+  copy_tid_ = B.CreateSub(tid_, e_.c32(plan_.compute_threads));
+  e_.loop(e_.c32(0), walk_->count(), 1, "produce", [&](Value* j) {
+    Value* stage = B.CreateURem(j, e_.c32(S));
+    Value* round = B.CreateUDiv(j, e_.c32(S));
+    e_.when(B.CreateICmpUGE(j, e_.c32(S)), "refill", [&] {
+      tile::mbarrier_wait(e_, empty_bar(stage), B.CreateAnd(B.CreateAdd(round, e_.c32(1)), e_.c32(1)));
+    });
+    issue_kv(j, walk_->entry(e_, j, 0), /*once=*/false);
+    tile::cp_async_mbarrier_arrive(e_, full_bar(stage));
+  });
+  tile::cp_async_wait(e_, 0);
+}
+
+// With a producer: step j waits for its stage's full mbarrier (phase j / S) and frees the stage
+// when the products that read it have been waited for, which body() does before it returns.
 void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body) {
   auto& B = e_.b;
+  if (PRODUCER) {
+    e_.loop(e_.c32(0), walk_->count(), 1, "kv", [&](Value* j) {
+      Value* stage = B.CreateURem(j, e_.c32(S));
+      tile::mbarrier_wait(e_, full_bar(stage), B.CreateAnd(B.CreateUDiv(j, e_.c32(S)), e_.c32(1)));
+      tc_->publish_shared(e_);
+      KeyTile t;
+      t.j = j;
+      t.k = stage_tile(plan_.smem.k, plan_.smem.k_stage, stage);
+      t.v = stage_tile(plan_.smem.v, plan_.smem.v_stage, stage);
+      t.n0 = B.CreateMul(walk_->tile(e_, j, nullptr), e_.c32(BN));
+      body(t);
+      e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "release", [&] { tile::mbarrier_arrive(e_, empty_bar(stage)); });
+    });
+    return;
+  }
   e_.loop(e_.c32(0), walk_->count(), 1, "kv", [&](Value* j) {
     TileWalk::Step step = walk_->begin_step(e_, j);
     e_.when(B.CreateICmpSLT(B.CreateAdd(j, e_.c32(S - 1)), walk_->count()), "issue", [&] {

@@ -59,6 +59,12 @@ class ForwardKernel {
  private:
   void store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse);
   void find_key_tiles();
+  void load_q();
+  void start_producer();
+  void produce();
+  // Stage `stage`'s "full" and "empty" mbarriers (ForwardPlan::producer).
+  Value* full_bar(Value* stage) { return e_.b.CreateAdd(bars_, e_.b.CreateMul(stage, e_.c32(8))); }
+  Value* empty_bar(Value* stage) { return e_.b.CreateAdd(full_bar(stage), e_.c32(8 * S)); }
   void issue_kv(Value* j, Value* entry, bool once, bool ahead = false);
   void keep_pages_ahead(Value* j);
   tile::GlobalRows kv_rows(Value* j, Value* entry, int t);
@@ -81,6 +87,7 @@ class ForwardKernel {
   const bool SPLIT;             // split-KV (Target::split_kv): one run of the key tiles, partials out
   const bool VARLEN;            // packed sequences (Target::varlen): lengths and offsets from cu_seqlens
   const bool PAGED;             // paged K/V (Target::paged): rows through the block table
+  const bool PRODUCER;          // ForwardPlan::producer: K/V loads by a producer warpgroup
   Value* strides_[4][3];
   Value *seq_q_, *seq_kv_, *scale_log2_;
   Value* rows_;                  // packed rows: seq_q · G
@@ -89,6 +96,9 @@ class ForwardKernel {
   Value* page_table_ = nullptr;  // paged: this sequence's row of the block table
   std::vector<llvm::AllocaInst*> pages_ahead_;  // paged, one entry per page: the next issue's pages
   Value *q_first_, *q_final_;    // the query positions of this CTA's first and last rows
+  Value* bars_ = nullptr;        // producer: the stage mbarriers' shared address
+  int copy_threads_;             // the threads sharing a K/V copy: the producer's or the CTA's
+  Value* copy_tid_ = nullptr;    // this thread's index among them
   Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *split_, *head_, *batch_, *head_kv_;
   Value *q_base_, *k_base_, *v_base_, *smem_, *q_start_, *q_last_;
   SmemTile q_smem_{nullptr, 0};

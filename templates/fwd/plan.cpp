@@ -169,17 +169,43 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   // reuse those registers (docs/perf-notes.md §8).
   p.q_in_registers = !p.wgmma && p.m_tiles * s.head_dim_qk <= 128;
   p.smem = layout_smem(c, p.d_qk_pad, p.d_v_pad);
+  p.compute_threads = p.threads;
   // wgmma's 128-byte swizzle works on absolute address bits, so its tiles need 1024-byte
   // alignment, which the dynamic shared-memory base does not promise: the kernel rounds its base
   // up, within 1 KB of slack.
   p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
   p.shared_bytes = p.smem.total + (p.smem_align > 1 ? p.smem_align : 0);
+  p.producer = !producer_blocker(p);
+  if (p.producer) {
+    p.threads += 128;
+    p.smem.barriers = p.smem.total;
+    p.smem.total += 16 * c.num_stages;
+    p.shared_bytes += 16 * c.num_stages;
+  }
   if (p.shared_bytes > max_shared_bytes(target.arch))
     reject(c, "Q and " + std::to_string(c.num_stages) + " stages of K/V tiles need " + std::to_string(p.shared_bytes) +
                   " bytes of shared memory; " + target.arch + " allows " + std::to_string(max_shared_bytes(target.arch)) +
                   " per CTA");
   p.min_ctas_per_sm = min_ctas_per_sm(p);
   return p;
+}
+
+// Measured on the H200 (docs/perf-notes.md §13): d=128 +1–7%. The limits: the producer's
+// registers (128 × 48) come out of the compute warpgroups' (256 × 232), which must hold their
+// accumulators — at d=256 the driver's JIT spilled 768 B; copies of partly filled 64-column panels
+// (d not a multiple of 64) spill in the producer's 48 registers (ptxas 13.0, d = 72–96); and the
+// three warpgroups take the whole register file, so it applies only where shared memory already
+// allows one CTA per SM. Block maps, split-KV, varlen and paged K/V keep the CTA-wide pipeline.
+std::optional<std::string> producer_blocker(const ForwardPlan& p) {
+  const AttentionSpec& s = p.attention();
+  if (!p.wgmma || p.config.num_warps != 8) return "it needs wgmma and two compute warpgroups (num_warps 8)";
+  if (s.head_dim_qk > 128 || s.head_dim_v > 128 || s.head_dim_qk % 64 || s.head_dim_v % 64)
+    return "head dims must be 64 or 128 (whole 64-column panels, accumulators within 232 registers)";
+  if (sm_shared_bytes(p.target.arch) / (p.shared_bytes + kSharedReservedPerCta) > 1)
+    return "shared memory allows more than one CTA per SM, which a producer warpgroup's registers would take";
+  if (p.has_map() || p.target.split_kv || p.target.varlen || p.target.paged)
+    return "block maps, split-KV, varlen and paged K/V keep the CTA-wide pipeline";
+  return std::nullopt;
 }
 
 std::string ForwardPlan::describe() const {
@@ -191,6 +217,7 @@ std::string ForwardPlan::describe() const {
   o << " mask=" << (spec->mask ? s.mask : "none");
   if (spec->score) o << " score=" << s.score;
   if (has_map()) o << " +blockmap";
+  if (producer) o << " +producer";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << " +split";
   if (target.varlen) o << " +varlen";

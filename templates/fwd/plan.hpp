@@ -18,6 +18,7 @@ struct ForwardSmem {
   int k = 0;          // num_stages × [block_n][d_qk_pad]
   int v = 0;          // num_stages × [block_n][d_v_pad]
   int k_stage = 0, v_stage = 0;
+  int barriers = 0;   // producer warpgroup: num_stages "full" then num_stages "empty" mbarriers, 8 B each
   int total = 0;
 };
 
@@ -33,6 +34,13 @@ struct ForwardPlan {
   // Warpgroup MMA (sm_90a): S and O by wgmma.mma_async instead of mma.sync. Needs one m-tile per
   // warp and whole warpgroups (num_warps 4 or 8), and Target::allow_wgmma.
   bool wgmma = false;
+  // Producer warpgroup (FlashAttention-3 §3.1, warp specialisation): a third warpgroup after the
+  // two compute warpgroups issues every K/V cp.async into the stage ring and signals each stage's
+  // "full" mbarrier; the compute warps wait on it and free the stage on its "empty" mbarrier, with
+  // no CTA-wide barrier per key tile. setmaxnreg moves registers to the compute warpgroups. Where
+  // it applies: producer_blocker().
+  bool producer = false;
+  int compute_threads = 0;        // 32 · num_warps; `threads` adds the producer's 128
   ForwardSmem smem;
   int smem_align = 1;             // the kernel rounds its shared base up to this (wgmma: 1024)
   int shared_bytes = 0;
@@ -70,6 +78,9 @@ std::optional<std::string> check_forward_shape(const TileConfig& config);
 
 // The autotuner's values per tile parameter: defaults by head dim, narrowed by the spec's `tune`.
 TileSpace forward_search_space(const AnalyzedSpec& spec);
+
+// Why a plan's forward has no producer warpgroup, or nothing (`plan` complete but for it).
+std::optional<std::string> producer_blocker(const ForwardPlan& plan);
 
 // Throws Error(spec) naming the violated limit when `config` cannot be built.
 ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& config, const Target& target);

@@ -3,6 +3,7 @@
 
 #include "compiler/pipeline.hpp"
 #include "templates/bwd/plan.hpp"
+#include "templates/fwd/plan.hpp"
 #include "runtime/tuner.hpp"
 
 using namespace flashjit;
@@ -167,4 +168,40 @@ TEST_CASE("pipeline: the backward plan sums dQ in the dK/dV kernel only where it
     CHECK_THAT(p.describe(), !Catch::Contains("dQ fused"));
     CHECK(backward_entries(p, "k").dq_convert.empty());
   }
+}
+
+TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was measured to pay, and says why not",
+          "[pipeline]") {
+  Target sm90{"sm_90a"}, sm80{"sm_80"};
+  auto plan = [](int d, const Target& t, TileConfig c, const std::string& mask = "causal") {
+    return plan_forward(analyze_spec(spec_of(d, mask)), c, t);
+  };
+  const ForwardPlan p = plan(128, sm90, {128, 128, 8, 2});
+  REQUIRE(p.producer);
+  CHECK(p.threads == 384);
+  CHECK(p.compute_threads == 256);
+  CHECK(p.smem.barriers == 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2);  // after Q and the K/V stages
+  CHECK(p.shared_bytes == p.smem.barriers + 2 * 2 * 8 + 1024);       // a full and an empty mbarrier per stage
+  CHECK(p.min_ctas_per_sm == 1);
+  CHECK_THAT(p.describe(), Catch::Contains("+producer"));
+  CHECK(plan(64, sm90, {128, 128, 8, 4}).producer);  // d = 64 with four stages: one CTA per SM
+  auto why = [&](int d, const Target& t, TileConfig c, const std::string& mask = "causal") {
+    ForwardPlan q = plan(d, t, c, mask);
+    CHECK_FALSE(q.producer);
+    CHECK(q.threads == 32 * c.num_warps);
+    CHECK(q.smem.barriers == 0);
+    auto reason = producer_blocker(q);
+    return reason ? *reason : std::string("(none)");
+  };
+  CHECK_THAT(why(128, sm80, {128, 128, 8, 2}), Catch::Contains("wgmma"));
+  CHECK_THAT(why(64, sm90, {64, 128, 4, 2}), Catch::Contains("num_warps 8"));
+  CHECK_THAT(why(256, sm90, {128, 64, 8, 2}), Catch::Contains("head dims"));
+  CHECK_THAT(why(96, sm90, {128, 128, 8, 2}), Catch::Contains("head dims"));
+  CHECK_THAT(why(128, sm90, {128, 64, 8, 2}), Catch::Contains("more than one CTA per SM"));
+  Target split = sm90;
+  split.split_kv = true;
+  CHECK_THAT(why(128, split, {128, 128, 8, 2}), Catch::Contains("split-KV"));
+  const std::string listed = "kv % 3 == 0";  // no closed-form key range: a block map
+  REQUIRE(analyze_spec(spec_of(128, listed))->block_map.needed);
+  CHECK_THAT(why(128, sm90, {128, 128, 8, 2}, listed), Catch::Contains("block maps"));
 }

@@ -1,0 +1,27 @@
+// Shared-memory mbarriers (PTX ISA §9.7.13.15): a 64-bit barrier object whose phase completes
+// when its expected count of arrivals has arrived, and which threads wait on by phase parity. A
+// producer/consumer pipeline (FlashAttention-3 §3.1) uses two per stage: "full", arrived at when
+// a stage's copies have landed, and "empty", arrived at when its readers are done with it.
+#pragma once
+
+#include "compiler/tile/emitter.hpp"
+
+namespace flashjit::tile {
+
+// mbarrier.init: the barrier at shared address `bar` (8-byte aligned) expects `count` arrivals per
+// phase. One thread initialises; a CTA barrier must follow before any other thread uses it.
+void mbarrier_init(Emitter& e, llvm::Value* bar, int count);
+// mbarrier.arrive (release): one arrival from this thread.
+void mbarrier_arrive(Emitter& e, llvm::Value* bar);
+// cp.async.mbarrier.arrive.noinc (§9.7.9.25.3.2): one arrival, made when every cp.async this
+// thread issued before it has landed; counted in the barrier's expected count (noinc).
+void cp_async_mbarrier_arrive(Emitter& e, llvm::Value* bar);
+// Spins on mbarrier.try_wait.parity (acquire) until the phase of parity `parity` (i32, 0 or 1)
+// has completed: phases alternate parity, starting with 0.
+void mbarrier_wait(Emitter& e, llvm::Value* bar, llvm::Value* parity);
+
+// setmaxnreg.{inc,dec}.sync.aligned.u32 (PTX ISA §9.7.17.1, sm_90a): this warpgroup's registers
+// per thread become `count` (24–256, a multiple of 8); every thread of the warpgroup executes it.
+void set_max_registers(Emitter& e, int count, bool increase);
+
+}  // namespace flashjit::tile
