@@ -1,7 +1,8 @@
-// Shared-memory mbarriers (PTX ISA §9.7.13.15): a 64-bit barrier object whose phase completes
-// when its expected count of arrivals has arrived, and which threads wait on by phase parity. A
-// producer/consumer pipeline (FlashAttention-3 §3.1) uses two per stage: "full", arrived at when
-// a stage's copies have landed, and "empty", arrived at when its readers are done with it.
+// Producer/consumer pipeline primitives (FlashAttention-3 §3.1): shared-memory mbarriers (PTX ISA
+// §9.7.13.15), 64-bit objects whose phase completes when the expected count of arrivals has
+// arrived and which threads wait on by phase parity — a pipeline uses two per stage, "full",
+// arrived at when a stage's copies have landed, and "empty", arrived at when its readers are done
+// with it — and setmaxnreg, which moves registers between warpgroups.
 #pragma once
 
 #include "compiler/tile/emitter.hpp"

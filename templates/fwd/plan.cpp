@@ -195,7 +195,8 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
 // accumulators — at d=256 the driver's JIT spilled 768 B; copies of partly filled 64-column panels
 // (d not a multiple of 64) spill in the producer's 48 registers (ptxas 13.0, d = 72–96); and the
 // three warpgroups take the whole register file, so it applies only where shared memory already
-// allows one CTA per SM. Block maps, split-KV, varlen and paged K/V keep the CTA-wide pipeline.
+// allows one CTA per SM. Block maps, split-KV, varlen, paged K/V and GQA packing (the serving
+// shapes, not measured with it) keep the CTA-wide pipeline.
 std::optional<std::string> producer_blocker(const ForwardPlan& p) {
   const AttentionSpec& s = p.attention();
   if (!p.wgmma || p.config.num_warps != 8) return "it needs wgmma and two compute warpgroups (num_warps 8)";
@@ -203,8 +204,8 @@ std::optional<std::string> producer_blocker(const ForwardPlan& p) {
     return "head dims must be 64 or 128 (whole 64-column panels, accumulators within 232 registers)";
   if (sm_shared_bytes(p.target.arch) / (p.shared_bytes + kSharedReservedPerCta) > 1)
     return "shared memory allows more than one CTA per SM, which a producer warpgroup's registers would take";
-  if (p.has_map() || p.target.split_kv || p.target.varlen || p.target.paged)
-    return "block maps, split-KV, varlen and paged K/V keep the CTA-wide pipeline";
+  if (p.has_map() || p.target.split_kv || p.target.varlen || p.target.paged || p.target.pack_gqa > 1)
+    return "block maps, split-KV, varlen, paged K/V and GQA packing keep the CTA-wide pipeline";
   return std::nullopt;
 }
 

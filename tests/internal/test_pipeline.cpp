@@ -201,6 +201,9 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   Target split = sm90;
   split.split_kv = true;
   CHECK_THAT(why(128, split, {128, 128, 8, 2}), Catch::Contains("split-KV"));
+  Target packed = sm90;
+  packed.pack_gqa = 4;
+  CHECK_THAT(why(128, packed, {128, 128, 8, 2}), Catch::Contains("GQA packing"));
   const std::string listed = "kv % 3 == 0";  // no closed-form key range: a block map
   REQUIRE(analyze_spec(spec_of(128, listed))->block_map.needed);
   CHECK_THAT(why(128, sm90, {128, 128, 8, 2}, listed), Catch::Contains("block maps"));
