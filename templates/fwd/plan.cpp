@@ -190,7 +190,8 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   return p;
 }
 
-// Measured on the H200 (docs/perf-notes.md §13): d=128 +1–7%. The limits: the producer's
+// Measured on the H200 (docs/perf-notes.md §13): d=128 +1–7% but 1k causal −3%; d=64 gets it
+// only with tuner configs of one CTA per SM (four stages), not measured. The limits: the producer's
 // registers (128 × 48) come out of the compute warpgroups' (256 × 232), which must hold their
 // accumulators — at d=256 the driver's JIT spilled 768 B; copies of partly filled 64-column panels
 // (d not a multiple of 64) spill in the producer's 48 registers (ptxas 13.0, d = 72–96); and the
