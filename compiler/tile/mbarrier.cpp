@@ -18,9 +18,8 @@ void cp_async_mbarrier_arrive(Emitter& e, llvm::Value* bar) {
 
 void mbarrier_wait(Emitter& e, llvm::Value* bar, llvm::Value* parity) {
   auto& B = e.b;
-  llvm::Function* fn = B.GetInsertBlock()->getParent();
-  llvm::BasicBlock* spin = llvm::BasicBlock::Create(e.ctx, "mbar.wait", fn);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(e.ctx, "mbar.done", fn);
+  llvm::BasicBlock* spin = llvm::BasicBlock::Create(e.ctx, "mbar.wait", e.fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(e.ctx, "mbar.done", e.fn);
   B.CreateBr(spin);
   B.SetInsertPoint(spin);
   llvm::Value* ok = inline_ptx(e, e.i32(), {bar, parity},

@@ -43,8 +43,7 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       SPLIT(plan.target.split_kv),
       VARLEN(plan.target.varlen),
       PAGED(plan.target.paged),
-      PRODUCER(plan.producer),
-      copy_threads_(plan.compute_threads) {
+      PRODUCER(plan.producer) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -54,7 +53,6 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   tid_ = tile::thread_id(e_);
   warp_ = B.CreateLShr(tid_, 5);
   lane_ = B.CreateAnd(tid_, e_.c32(31));
-  copy_tid_ = tid_;
   g_ = B.CreateLShr(lane_, 2);             // fragment row (and row + 8)
   t4_ = B.CreateAnd(lane_, e_.c32(3));     // fragment column pair
   batch_ = tile::block_id(e_, 2);
@@ -169,10 +167,11 @@ void ForwardKernel::issue_kv(Value* j, Value* entry, bool once, bool ahead) {
       k.page_ids = tile::tile_pages(e_, k, BN);
     v.page_ids = k.page_ids;
   }
-  tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), k, spec_.head_dim_qk, copy_threads_,
-                  copy_tid_, once);
-  tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), v, spec_.head_dim_v, copy_threads_,
-                  copy_tid_, once);
+  // With a producer warpgroup only it issues copies: its 128 threads share them.
+  const int threads = PRODUCER ? 128 : plan_.threads;
+  Value* tid = PRODUCER ? B.CreateSub(tid_, e_.c32(plan_.compute_threads)) : tid_;
+  tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), k, spec_.head_dim_qk, threads, tid, once);
+  tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), v, spec_.head_dim_v, threads, tid, once);
   if (ahead && !pages_ahead_.empty()) keep_pages_ahead(B.CreateAdd(j, e_.c32(1)));
 }
 
@@ -209,6 +208,11 @@ void ForwardKernel::load_q_and_first_kv_tiles() {
   }
   keep_pages_ahead(e_.c32(S - 1));
   tile::cp_async_wait(e_, S - 1);  // the Q group is complete
+  start_products();
+}
+
+// The tensor-core products, and Q (and whatever else the CTA wrote) published to every warp.
+void ForwardKernel::start_products() {
   tc_ = tile::make_tensor_core(plan_.wgmma,
                                {spec_.dtype, BM, BN, plan_.k_steps, OT, plan_.m_tiles, plan_.q_in_registers}, warp_,
                                lane_);
@@ -254,10 +258,7 @@ void ForwardKernel::start_producer() {
     load_q();
     tile::cp_async_wait(e_, 0);
   });
-  tc_ = tile::make_tensor_core(plan_.wgmma, {spec_.dtype, BM, BN, plan_.k_steps, OT, plan_.m_tiles, false}, warp_,
-                               lane_);
-  tc_->publish_shared(e_);
-  tile::sync_threads(e_);  // Q and the initialised mbarriers, for every warp
+  start_products();  // Q and the initialised mbarriers, for every warp
   llvm::BasicBlock* prod = llvm::BasicBlock::Create(e_.ctx, "producer", fn_);
   llvm::BasicBlock* compute = llvm::BasicBlock::Create(e_.ctx, "compute", fn_);
   B.CreateCondBr(producer, prod, compute);
@@ -276,8 +277,6 @@ void ForwardKernel::start_producer() {
 // when they land. It waits for its last copies before it exits.
 void ForwardKernel::produce() {
   auto& B = e_.b;
-  copy_threads_ = 128;
-  copy_tid_ = B.CreateSub(tid_, e_.c32(plan_.compute_threads));
   e_.loop(e_.c32(0), walk_->count(), 1, "produce", [&](Value* j) {
     Value* stage = B.CreateURem(j, e_.c32(S));
     Value* round = B.CreateUDiv(j, e_.c32(S));
@@ -299,11 +298,7 @@ void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body)
       Value* stage = B.CreateURem(j, e_.c32(S));
       tile::mbarrier_wait(e_, full_bar(stage), B.CreateAnd(B.CreateUDiv(j, e_.c32(S)), e_.c32(1)));
       tc_->publish_shared(e_);
-      KeyTile t;
-      t.j = j;
-      t.k = stage_tile(plan_.smem.k, plan_.smem.k_stage, stage);
-      t.v = stage_tile(plan_.smem.v, plan_.smem.v_stage, stage);
-      t.n0 = B.CreateMul(walk_->tile(e_, j, nullptr), e_.c32(BN));
+      KeyTile t = key_tile(j, nullptr);
       body(t);
       e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "release", [&] { tile::mbarrier_arrive(e_, empty_bar(stage)); });
     });
@@ -319,17 +314,23 @@ void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body)
     tile::cp_async_wait(e_, S - 1);
     tc_->publish_shared(e_);
     tile::sync_threads(e_);
-    KeyTile t;
-    t.j = j;
-    Value* stage = B.CreateURem(j, e_.c32(S));
-    t.k = stage_tile(plan_.smem.k, plan_.smem.k_stage, stage);
-    t.v = stage_tile(plan_.smem.v, plan_.smem.v_stage, stage);
-    t.entry = step.now;
-    t.n0 = B.CreateMul(walk_->tile(e_, j, walk_->entry(e_, j, 0, t.entry)), e_.c32(BN));
+    KeyTile t = key_tile(j, step.now);
     body(t);
     tile::sync_threads(e_);  // this stage is refilled by the next iteration's cp.async
   });
   tile::cp_async_wait(e_, 0);
+}
+
+KeyTile ForwardKernel::key_tile(Value* j, Value* entry) {
+  auto& B = e_.b;
+  KeyTile t;
+  t.j = j;
+  Value* stage = B.CreateURem(j, e_.c32(S));
+  t.k = stage_tile(plan_.smem.k, plan_.smem.k_stage, stage);
+  t.v = stage_tile(plan_.smem.v, plan_.smem.v_stage, stage);
+  t.entry = entry;
+  t.n0 = B.CreateMul(walk_->tile(e_, j, walk_->entry(e_, j, 0, entry)), e_.c32(BN));
+  return t;
 }
 
 // Element (nt, i) of m-tile mt: key n0 + 8·nt + 2·t4 + (i & 1), row g + 8·(i >> 1).

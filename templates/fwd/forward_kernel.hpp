@@ -60,6 +60,7 @@ class ForwardKernel {
   void store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse);
   void find_key_tiles();
   void load_q();
+  void start_products();
   void start_producer();
   void produce();
   // Stage `stage`'s "full" and "empty" mbarriers (ForwardPlan::producer).
@@ -70,6 +71,8 @@ class ForwardKernel {
   tile::GlobalRows kv_rows(Value* j, Value* entry, int t);
   // The K or V tile of pipeline stage `stage` (its region's offset and stage size in bytes).
   SmemTile stage_tile(int region, int stage_bytes, Value* stage);
+  // Step j of the walk (`entry`: its block-map list entry, null without a list).
+  KeyTile key_tile(Value* j, Value* entry);
   Value* row_of(int mt, int i);
   // GQA packing: packed row r is query position r / G of query head head_ + r % G.
   Value* query_of(Value* row) { return G > 1 ? e_.b.CreateUDiv(row, e_.c32(G)) : row; }
@@ -97,8 +100,6 @@ class ForwardKernel {
   std::vector<llvm::AllocaInst*> pages_ahead_;  // paged, one entry per page: the next issue's pages
   Value *q_first_, *q_final_;    // the query positions of this CTA's first and last rows
   Value* bars_ = nullptr;        // producer: the stage mbarriers' shared address
-  int copy_threads_;             // the threads sharing a K/V copy: the producer's or the CTA's
-  Value* copy_tid_ = nullptr;    // this thread's index among them
   Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *split_, *head_, *batch_, *head_kv_;
   Value *q_base_, *k_base_, *v_base_, *smem_, *q_start_, *q_last_;
   SmemTile q_smem_{nullptr, 0};
