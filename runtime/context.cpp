@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "runtime/assembler.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 
@@ -30,6 +31,7 @@ DeviceInfo query(cu::CUdevice dev, int ordinal) {
   info.shared_per_sm = attr(cu::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, "cuDeviceGetAttribute(shared/SM)");
   info.l2_bytes = attr(cu::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "cuDeviceGetAttribute(L2)");
   cu::check(d.cuDriverGetVersion(&info.driver_version), "cuDriverGetVersion");
+  info.assembler = assembler(info.driver_version).id();  // FLASHJIT_PTXAS's mistakes surface here
   return info;
 }
 

@@ -48,8 +48,10 @@ uint64_t compile_cache_max_bytes() {
   return v.empty() ? autotune::kDefaultCompileCacheBytes : autotune::parse_byte_size(v, "FLASHJIT_CACHE_MAX_BYTES");
 }
 
-std::string compile_cache_key(const KernelKey& key, int driver_version) {
-  return "driver=" + std::to_string(driver_version) + "\n" + key.text;
+std::string compile_cache_key(const KernelKey& key, int driver_version, const std::string& assembler) {
+  // The driver's JIT keeps the key it always had, so existing entries stay valid.
+  const std::string as = assembler.empty() || assembler == "driver" ? "" : "assembler=" + assembler + "\n";
+  return "driver=" + std::to_string(driver_version) + "\n" + as + key.text;
 }
 
 KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stages, const KernelCacheSettings& settings,
@@ -81,7 +83,7 @@ KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stage
     return b;
   }
 
-  b.key_text = compile_cache_key(planned.key, settings.driver_version);
+  b.key_text = compile_cache_key(planned.key, settings.driver_version, settings.assembler);
   b.key_hash = autotune::CompileCache::hash_key(b.key_text);
   std::optional<autotune::CompileCache> cache;
   try {
@@ -173,22 +175,10 @@ namespace {
 
 // cuModuleLoadData of a cached cubin; the function handles as load_module gives them.
 LoadedModule load_cubin(const std::string& cubin, const CompiledKernel& c) {
-  const cu::Driver& d = cu::driver();
   LoadedModule out;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string what = "loading kernel " + c.entry + " from the compile cache: ";
-  cu::check(d.cuModuleLoadData(&out.module, cubin.data()), (what + "cuModuleLoadData").c_str());
-  try {
-    cu::check(d.cuModuleGetFunction(&out.function, out.module, c.entry.c_str()), (what + "cuModuleGetFunction").c_str());
-    if (!c.map_entry.empty())
-      cu::check(d.cuModuleGetFunction(&out.map_function, out.module, c.map_entry.c_str()),
-                (what + "cuModuleGetFunction(block map)").c_str());
-    out.combine_function = find_combine(out.module, c.entry);
-  } catch (...) {
-    d.cuModuleUnload(out.module);
-    throw;
-  }
   out.cubin = cubin;
+  load_functions(out, c.entry, c.map_entry);
   out.load_ms = ms_since(t0);
   return out;
 }
@@ -211,6 +201,8 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
   ContextGuard guard(ctx);
   const cu::Driver& d = cu::driver();
   CompiledModule m;
+  const Assembler& as = assembler(info.driver_version);
+  m.assembler = as.id();
   std::optional<LoadedModule> fresh;
   // Shared memory beyond the device's opt-in limit is a spec error, before the driver sees it.
   auto check_smem = [&](const CompiledKernel& c) {
@@ -228,13 +220,14 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
       const std::string dir = stages.override_dir + "/" + c.key;
       if (std::filesystem::is_directory(dir, ec) && !std::filesystem::is_empty(dir, ec)) overrides = dir;
     }
-    fresh = load_module(c.ptx, c.entry, c.map_entry, overrides);
+    fresh = load_module(as, c.ptx, c.entry, c.map_entry, overrides);
     LinkResult r;
     r.cubin = fresh->cubin;
     return r;  // registers/spills are read below, for hits and misses alike
   };
   KernelCacheSettings settings;
   settings.driver_version = info.driver_version;
+  settings.assembler = as.id();
   KernelBuild b = build_kernel(planned, stages, settings, link);
   m.compiled = std::move(b.compiled);
   m.cache_hit = b.cache_hit;
@@ -279,8 +272,8 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
   }
   log::info("loaded " + m.compiled.key + " (" + m.compiled.config.str() + ") on " + info.name + ": " +
             std::to_string(m.registers) + " registers, " + std::to_string(m.spill_bytes) +
-            " bytes local memory; compile cache " + m.cache_status +
-            (b.linked ? ", cuLink " + std::to_string(m.loaded.link_ms) + " ms" : "") + ", load " +
+            " bytes local memory (" + m.assembler + "); compile cache " + m.cache_status +
+            (b.linked ? ", assembled in " + std::to_string(m.loaded.link_ms) + " ms" : "") + ", load " +
             std::to_string(m.loaded.load_ms) + " ms");
   return m;
 }

@@ -26,6 +26,7 @@ struct KernelCacheSettings {
   std::string root;                   // "" → cache_dir()
   std::optional<uint64_t> max_bytes;  // empty → FLASHJIT_CACHE_MAX_BYTES
   int driver_version = 0;             // part of the key; 0 = no driver (entries hold PTX only)
+  std::string assembler;              // part of the key: Assembler::id() ("" or "driver": the driver's JIT)
   bool enabled = true;                // false: compile, never read or write the cache
   bool read = true;                   // false: compile and store over the entry (one that did not load)
 };
@@ -49,9 +50,10 @@ struct KernelBuild {
   std::string cache_status; // "hit <hash>", "miss, stored <hash>", "bypassed: FLASHJIT_OVERRIDE_DIR is set", ...
 };
 
-// The compile cache key text: the kernel key (compiler/kernel_key.hpp) and the driver version
-// (the cubin is the driver's). FLASHJIT_OVERRIDE_DIR bypasses the cache instead of keying it.
-std::string compile_cache_key(const KernelKey& key, int driver_version);
+// The compile cache key text: the kernel key (compiler/kernel_key.hpp), the driver version and the
+// assembler (Assembler::id(); "" and "driver" both mean the driver's JIT, the key it always had).
+// FLASHJIT_OVERRIDE_DIR bypasses the cache instead of keying it.
+std::string compile_cache_key(const KernelKey& key, int driver_version, const std::string& assembler = "");
 
 // Compiles a planned kernel through the cache. Bypasses it (info log, says why) when an override
 // dir is set; skips the read (still stores) when a dump dir is set, so the stages get dumped. A
@@ -75,6 +77,7 @@ struct CompiledModule {
   CompiledKernel compiled;
   LoadedModule loaded;
   int registers = 0, spill_bytes = 0;
+  std::string assembler;  // Assembler::id() of the cubin's assembler
   bool cache_hit = false;
   std::string cache_status;
 };

@@ -1,6 +1,9 @@
 #include "runtime/module.hpp"
 
 #include <chrono>
+#include <regex>
+
+#include "support/ptxas.hpp"
 
 namespace flashjit::rt {
 
@@ -12,9 +15,60 @@ cu::CUfunction find_combine(cu::CUmodule module, const std::string& entry) {
   return f;
 }
 
-LoadedModule load_module(const std::string& ptx, const std::string& entry, const std::string& map_entry,
-                         const std::string& override_dir) {
+void load_functions(LoadedModule& out, const std::string& entry, const std::string& map_entry) {
   const cu::Driver& d = cu::driver();
+  const std::string what = "loading kernel " + entry + ": ";
+  cu::check(d.cuModuleLoadData(&out.module, out.cubin.data()), (what + "cuModuleLoadData").c_str());
+  try {
+    cu::check(d.cuModuleGetFunction(&out.function, out.module, entry.c_str()), (what + "cuModuleGetFunction").c_str());
+    if (!map_entry.empty())
+      cu::check(d.cuModuleGetFunction(&out.map_function, out.module, map_entry.c_str()),
+                (what + "cuModuleGetFunction(block map " + map_entry + ")").c_str());
+    out.combine_function = find_combine(out.module, entry);
+  } catch (...) {
+    d.cuModuleUnload(out.module);
+    out.module = nullptr;
+    throw;
+  }
+}
+
+namespace {
+
+// ptxas' cubin for `ptx` (its `.target` is the architecture), or the error load_module would give.
+LoadedModule assemble_with_ptxas(const Assembler& as, const std::string& ptx, const std::string& entry,
+                                 const std::string& override_dir) {
+  LoadedModule out;
+  std::smatch m;
+  if (!std::regex_search(ptx, m, std::regex(R"(\.target\s+(sm_[0-9]+a?))")))
+    throw Error(override_dir.empty() ? ErrorKind::internal : ErrorKind::usage,
+                "the PTX of kernel " + entry + " names no .target sm_NN, so ptxas cannot be given an architecture" +
+                    (override_dir.empty() ? std::string(" (a flashjit bug)") : " (overrides in " + override_dir + ")"));
+  ptxas::Result r = ptxas::assemble(as.ptxas, ptx, m[1], /*want_cubin=*/true);
+  const std::string hint = "\n(FLASHJIT_PTXAS=driver has the driver's JIT assemble it instead)";
+  if (!r.ok && !override_dir.empty())
+    throw Error(ErrorKind::usage, as.id() + " (" + as.ptxas + ") could not assemble kernel " + entry +
+                                      " from the overrides in " + override_dir + " (FLASHJIT_OVERRIDE_DIR):\n" + r.log);
+  if (!r.ok)
+    throw Error(ErrorKind::compile, as.id() + " (" + as.ptxas + ") could not assemble the generated PTX for " + entry +
+                                        ":\n" + r.log + hint);
+  out.cubin = std::move(r.cubin);
+  out.jit_log = "assembled by " + as.id() + " (" + as.ptxas + ")\n" + r.log;
+  out.link_ms = r.ms;
+  return out;
+}
+
+}  // namespace
+
+LoadedModule load_module(const Assembler& as, const std::string& ptx, const std::string& entry,
+                         const std::string& map_entry, const std::string& override_dir) {
+  const cu::Driver& d = cu::driver();
+  if (!as.ptxas.empty()) {
+    LoadedModule out = assemble_with_ptxas(as, ptx, entry, override_dir);
+    const auto t1 = std::chrono::steady_clock::now();
+    load_functions(out, entry, map_entry);
+    out.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    return out;
+  }
   LoadedModule out;
   char info[8192] = {};
   char error[8192] = {};
@@ -47,20 +101,9 @@ LoadedModule load_module(const std::string& ptx, const std::string& entry, const
                                         cu::error_name(r) + "\n" + error +
                                         "\n(this is a flashjit bug; please report it with FLASHJIT_DUMP_DIR output)");
   out.cubin.assign(static_cast<const char*>(cubin), cubin_size);
-  out.jit_log = info;
+  out.jit_log = "assembled by the driver's JIT\n" + std::string(info);
   auto t1 = std::chrono::steady_clock::now();
-  const std::string what = "loading kernel " + entry + ": ";
-  cu::check(d.cuModuleLoadData(&out.module, out.cubin.data()), (what + "cuModuleLoadData").c_str());
-  try {
-    cu::check(d.cuModuleGetFunction(&out.function, out.module, entry.c_str()), (what + "cuModuleGetFunction").c_str());
-    if (!map_entry.empty())
-      cu::check(d.cuModuleGetFunction(&out.map_function, out.module, map_entry.c_str()),
-                (what + "cuModuleGetFunction(block map " + map_entry + ")").c_str());
-    out.combine_function = find_combine(out.module, entry);
-  } catch (...) {
-    d.cuModuleUnload(out.module);
-    throw;
-  }
+  load_functions(out, entry, map_entry);
   auto t2 = std::chrono::steady_clock::now();
   out.link_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   out.load_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();

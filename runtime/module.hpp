@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "runtime/assembler.hpp"
 #include "runtime/context.hpp"
 
 namespace flashjit::rt {
@@ -13,18 +14,23 @@ struct LoadedModule {
   cu::CUfunction map_function = nullptr;  // the block-map pre-pass, when the kernel has one
   cu::CUfunction combine_function = nullptr;  // split-KV's combine, in forward modules
   int ctas_per_sm = 0;    // occupancy of `function` at its block size and shared memory (0: unknown)
-  std::string cubin;      // what cuLinkComplete produced (later cached on disk)
-  std::string jit_log;    // the driver's info log (registers, spills)
+  std::string cubin;      // what ptxas or cuLinkComplete produced (later cached on disk)
+  std::string jit_log;    // the assembler's log (registers, spills), after a line naming it
   double link_ms = 0, load_ms = 0;
 };
 
-// Must be called with `ctx` current. PTX the driver does not assemble is Error(compile) with the
-// driver's error log (generated code: a flashjit bug), or, when `override_dir` is the folder of
-// this kernel's FLASHJIT_OVERRIDE_DIR files, Error(usage) naming that folder (the user's code).
-// Out of device memory while linking or loading is Error(out_of_memory); another load failure is
-// Error(cuda) naming the kernel. Nothing stays loaded after a failure.
-LoadedModule load_module(const std::string& ptx, const std::string& entry, const std::string& map_entry = "",
-                         const std::string& override_dir = "");
+// Must be called with `ctx` current. PTX that `as` does not assemble is Error(compile) with its
+// error log (generated code: a flashjit bug, or a ptxas unfit for this PTX, which the message
+// says how to bypass), or, when `override_dir` is the folder of this kernel's FLASHJIT_OVERRIDE_DIR
+// files, Error(usage) naming that folder (the user's code). Out of device memory while linking or
+// loading is Error(out_of_memory); another load failure is Error(cuda) naming the kernel. Nothing
+// stays loaded after a failure.
+LoadedModule load_module(const Assembler& as, const std::string& ptx, const std::string& entry,
+                         const std::string& map_entry = "", const std::string& override_dir = "");
+
+// cuModuleLoadData of `out.cubin` and the module's functions (`entry`, the block map's `map_entry`
+// when not empty, the split-KV combine when present) into `out`; nothing stays loaded on failure.
+void load_functions(LoadedModule& out, const std::string& entry, const std::string& map_entry);
 
 // The module's `<entry>_combine` kernel (templates/fwd/combine.hpp), or null when it has none (the
 // backward's modules).

@@ -177,6 +177,7 @@ std::string TuneBench::fingerprint(const TileConfig& c) {
     request.config = c;
     KernelCacheSettings s;
     s.driver_version = ctx_->info.driver_version;
+    s.assembler = assembler(s.driver_version).id();
     KernelBuild b = build_kernel(plan_kernel(job_.source.spec, request), stages, s, nullptr);
     if (!b.cubin.empty()) return binary_fingerprint(b.cubin, b.compiled);
   }

@@ -25,6 +25,8 @@ namespace flashjit::knob {
     "autotuning: off = heuristic table; quick/full = stored tunings, else tune each shape bucket on first use") \
   X("FLASHJIT_MMA", "enum", "auto", "auto|sync",                                                    \
     "tensor-core instruction: auto = wgmma on sm_90a where the tile config allows, else mma.sync; sync = mma.sync") \
+  X("FLASHJIT_PTXAS", "string", "auto", "",                                                         \
+    "who assembles PTX: auto = the CUDA toolkit's ptxas (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin) when its release is 12.0 up to the driver's, else the driver's JIT; driver = always the driver's JIT; a path = that ptxas") \
   X("FLASHJIT_SCRATCH_KEEP", "size", "256MiB", "",                                                   \
     "device memory the launch scratch pool (split-KV partials, block maps, backward workspace) keeps between calls; 0 returns it at every synchronisation")
 

@@ -16,6 +16,7 @@
 
 #include "support/atomic_file.hpp"
 #include "support/file_read.hpp"
+#include "support/ptxas.hpp"
 #include "tools/cli.hpp"
 
 namespace flashjit::cli {
@@ -141,43 +142,16 @@ int exit_code_for(const Error& e) {
 
 void write_output(const std::string& path, const std::string& text) { write_file_atomic(path, text); }
 
-std::string find_ptxas() {
-  std::vector<std::string> dirs;
-  if (const char* p = std::getenv("PATH")) {
-    std::stringstream ss(p);
-    for (std::string d; std::getline(ss, d, ':');) dirs.push_back(d);
-  }
-  if (const char* c = std::getenv("CUDA_HOME")) dirs.push_back(std::string(c) + "/bin");
-  dirs.push_back("/usr/local/cuda/bin");
-  for (auto& d : dirs) {
-    std::string cand = d + "/ptxas";
-    if (!d.empty() && ::access(cand.c_str(), X_OK) == 0) return cand;
-  }
-  return "";
-}
+std::string find_ptxas() { return ptxas::find(); }
 
 PtxasReport run_ptxas(const std::string& ptx, const std::string& arch, const std::string& entry) {
   PtxasReport r;
-  std::string ptxas = find_ptxas();
-  if (ptxas.empty()) return r;
-  char dir_template[] = "/tmp/flashjit-ptxas-XXXXXX";
-  if (!mkdtemp(dir_template)) return r;
-  std::string dir = dir_template, in = dir + "/k.ptx", out = dir + "/k.cubin";
-  r.ran = true;
-  try {
-    write_file_atomic(in, ptx);
-  } catch (const Error& e) {  // a full /tmp: reported as a ptxas failure, not a truncated input
-    r.log = std::string(e.what()) + "\n";
-    ::rmdir(dir.c_str());
-    return r;
-  }
-  std::string cmd = "'" + ptxas + "' -v -arch=" + arch + " -o '" + out + "' '" + in + "' 2>&1";
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) r.log.append(buf, n);
-    int status = pclose(p);
-    r.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
+  std::string path = find_ptxas();
+  if (path.empty()) return r;
+  ptxas::Result run = ptxas::assemble(path, ptx, arch, /*want_cubin=*/false);
+  r.ran = run.ran;
+  r.ok = run.ok;
+  r.log = std::move(run.log);
   // ptxas reports each entry after a "Compiling entry function 'NAME'" line, in no fixed order (a
   // module also holds the block-map pre-pass and the split-KV combine): read `entry`'s section.
   const size_t at = r.log.find("entry function '" + entry + "'");
@@ -191,9 +165,6 @@ PtxasReport run_ptxas(const std::string& ptx, const std::string& arch, const std
       r.spill_loads = std::stoi(m[2]);
     }
   }
-  std::remove(in.c_str());
-  std::remove(out.c_str());
-  ::rmdir(dir.c_str());
   return r;
 }
 

@@ -155,14 +155,15 @@ void print_header(const Runtime& rt, const ref::Problem& p, JsonReport* json) {
   if (json) {
     json->head.raw("spec", spec_summary(spec)).boolean("ran", true);
     json->head.raw("device", JsonObject().str("name", rt.device().name).str("arch", rt.device().arch())
-                                 .integer("sm_count", rt.device().sm_count).dump());
+                                 .integer("sm_count", rt.device().sm_count)
+                                 .str("assembler", rt.device().assembler).dump());
     json->head.raw("shape", JsonObject().integer("batch", p.batch).integer("heads_q", p.heads_q)
                                 .integer("heads_kv", p.heads_kv).integer("seq_q", p.seq_q).integer("seq_kv", p.seq_kv)
                                 .dump());
     return;
   }
   std::cout << "device   " << rt.device().name << " (" << rt.device().arch() << ", " << rt.device().sm_count
-            << " SMs)\n"
+            << " SMs; PTX assembled by " << rt.device().assembler << ")\n"
             << "spec     " << (spec.name.empty() ? "" : spec.name + ": ")
             << (spec.dtype == DType::f16 ? "fp16" : "bf16") << " d=" << spec.head_dim_qk
             << (spec.head_dim_v != spec.head_dim_qk ? "/" + std::to_string(spec.head_dim_v) : "")

@@ -296,6 +296,8 @@ struct FLASHJIT_API DeviceInfo {
   int shared_per_sm = 0;
   int l2_bytes = 0;
   int driver_version = 0;          // e.g. 13000
+  // Who assembles this device's PTX (FLASHJIT_PTXAS): "ptxas 13.0.88" or "driver" (its JIT).
+  std::string assembler;
   std::string arch() const;        // the PTX target flashjit uses for it, e.g. "sm_90a"
 };
 

@@ -51,6 +51,12 @@ TEST_CASE("kernel cache: the key names every input that changes code and ignores
   renamed.name = "other";
   CHECK(rt::compile_cache_key(planned(renamed, "sm_90a", c).key, 13000) == k);
   CHECK(rt::compile_cache_key(planned(small_spec(), "sm_90a", c).key, 13010) != k);
+  // ptxas and the driver's JIT give different cubins; the driver keeps the key it always had.
+  CHECK(rt::compile_cache_key(planned(small_spec(), "sm_90a", c).key, 13000, "driver") == k);
+  const std::string by_ptxas = rt::compile_cache_key(planned(small_spec(), "sm_90a", c).key, 13000, "ptxas 13.0.88");
+  CHECK(by_ptxas != k);
+  CHECK_THAT(by_ptxas, Catch::Contains("assembler=ptxas 13.0.88"));
+  CHECK(rt::compile_cache_key(planned(small_spec(), "sm_90a", c).key, 13000, "ptxas 13.0.48") != by_ptxas);
   CHECK(rt::compile_cache_key(planned(small_spec(), "sm_80", c).key, 13000) != k);
   CHECK(rt::compile_cache_key(planned(small_spec(), "sm_90a", TileConfig{64, 64, 4, 3}).key, 13000) != k);
   CHECK(rt::compile_cache_key(planned(small_spec("none"), "sm_90a", c).key, 13000) != k);

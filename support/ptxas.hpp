@@ -1,0 +1,31 @@
+// NVIDIA's PTX assembler (ptxas) as a child process: where it is, which release it is, and PTX →
+// cubin. Self-contained POSIX, so that the CLI (its own copy) and the library run it one way.
+#pragma once
+
+#include <string>
+
+namespace flashjit::ptxas {
+
+// The first executable `ptxas` on PATH, in $CUDA_HOME/bin, then /usr/local/cuda/bin; "" when none.
+std::string find();
+
+// "13.0.88" from `ptxas --version` ("Cuda compilation tools, release 13.0, V13.0.88"), and the
+// release as the driver counts versions (1000 · major + 10 · minor: 13000). Empty / 0 when the
+// program does not run or does not print that line.
+struct Version {
+  std::string text;
+  int release = 0;
+};
+Version version(const std::string& path);
+
+struct Result {
+  bool ran = false, ok = false;  // ran: the process started; ok: it exited 0 and wrote the cubin
+  std::string log;               // its stdout and stderr (with -v: registers and spills per entry)
+  std::string cubin;             // when ok and `want_cubin`
+  double ms = 0;                 // wall time of the process
+};
+// `path` -v -arch=`arch` on `ptx`, in a private folder under $TMPDIR (else /tmp) that is removed
+// afterwards. No shell: the arguments go to the program as they are.
+Result assemble(const std::string& path, const std::string& ptx, const std::string& arch, bool want_cubin);
+
+}  // namespace flashjit::ptxas

@@ -1,0 +1,67 @@
+// Who assembles PTX (FLASHJIT_PTXAS) and the ptxas child process, without a GPU.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include "runtime/assembler.hpp"
+#include "support/ptxas.hpp"
+#include "tests/support.hpp"
+
+using namespace flashjit;
+
+namespace {
+
+// A kernel that does nothing, in the PTX ISA version flashjit emits.
+const char* kEmptyKernel = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k() { ret; }\n";
+
+}  // namespace
+
+TEST_CASE("assembler: driver, a path that does not run, and auto's release window", "[assembler]") {
+  const rt::Assembler d = rt::choose_assembler("driver", 13000);
+  CHECK(d.ptxas.empty());
+  CHECK(d.id() == "driver");
+  try {
+    rt::choose_assembler("/nonexistent/ptxas", 13000);
+    FAIL("a FLASHJIT_PTXAS path that does not run was accepted");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("FLASHJIT_PTXAS='/nonexistent/ptxas'") &&
+                                          Catch::Contains("auto, driver"));
+  }
+  const std::string found = ptxas::find();
+  if (found.empty()) SKIP_TEST("no ptxas on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin");
+  const ptxas::Version v = ptxas::version(found);
+  REQUIRE(v.release >= 12000);
+  CHECK_THAT(v.text, Catch::Matches(R"(\d+\.\d+\.\d+)"));
+  // auto takes it for a driver at least as new, and not for an older one (its cubin may not load).
+  const rt::Assembler newer = rt::choose_assembler("auto", v.release);
+  CHECK(newer.ptxas == found);
+  CHECK(newer.id() == "ptxas " + v.text);
+  const rt::Assembler older = rt::choose_assembler("auto", v.release - 10);
+  CHECK(older.ptxas.empty());
+  CHECK_THAT(older.why, Catch::Contains("auto takes 12.0 up to the driver's"));
+  // A path is taken as given, whatever the driver.
+  CHECK(rt::choose_assembler(found, 11000).ptxas == found);
+}
+
+TEST_CASE("assembler: ptxas turns PTX into a cubin and reports what it rejects", "[assembler]") {
+  const std::string found = ptxas::find();
+  if (found.empty()) SKIP_TEST("no ptxas on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin");
+  const ptxas::Result ok = ptxas::assemble(found, kEmptyKernel, "sm_80", /*want_cubin=*/true);
+  CHECK(ok.ran);
+  CHECK(ok.ok);
+  REQUIRE(ok.cubin.size() > 4);
+  CHECK(ok.cubin.compare(0, 4, "\x7f" "ELF") == 0);
+  CHECK_THAT(ok.log, Catch::Contains("entry function 'k'"));
+  std::string bad = kEmptyKernel;
+  bad.replace(bad.find("ret;"), 4, "not_an_instruction;");
+  const ptxas::Result no = ptxas::assemble(found, bad, "sm_80", true);
+  CHECK(no.ran);
+  CHECK_FALSE(no.ok);
+  CHECK(no.cubin.empty());
+  CHECK_THAT(no.log, Catch::Contains("not_an_instruction"));
+  // A program that does not exist did not run.
+  const ptxas::Result none = ptxas::assemble("/nonexistent/ptxas", kEmptyKernel, "sm_80", true);
+  CHECK_FALSE(none.ran);
+  CHECK_FALSE(none.ok);
+}
