@@ -262,14 +262,14 @@ void ForwardKernel::start_producer() {
   llvm::BasicBlock* prod = llvm::BasicBlock::Create(e_.ctx, "producer", fn_);
   llvm::BasicBlock* compute = llvm::BasicBlock::Create(e_.ctx, "compute", fn_);
   B.CreateCondBr(producer, prod, compute);
-  // Registers move from the producer to the compute warpgroups (PTX ISA §9.7.17.1, setmaxnreg):
-  // 128 × 48 + 256 × 232 = 64K, where the launch gives each of the 384 threads 168.
+  // Registers move from the producer to the compute warpgroups (PTX ISA §9.7.17.1, setmaxnreg),
+  // within the launch's allocation (ForwardPlan::producer_registers).
   B.SetInsertPoint(prod);
-  tile::set_max_registers(e_, 48, false);
+  tile::set_max_registers(e_, plan_.producer_registers, false);
   produce();
   B.CreateRetVoid();
   B.SetInsertPoint(compute);
-  tile::set_max_registers(e_, 232, true);
+  tile::set_max_registers(e_, plan_.compute_registers, true);
 }
 
 // The producer's walk: each step waits until its stage's last readers are done (the previous

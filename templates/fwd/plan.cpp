@@ -48,6 +48,18 @@ ForwardSmem layout_smem(const TileConfig& c, int d_qk_pad, int d_v_pad) {
   return m;
 }
 
+// The compute warpgroups get 232 registers, the producer what the launch's allocation leaves:
+// 384 × 168 − 256 × 232 = 128 × 40. FlashAttention-3's 240 leaves 24, too few for cp.async
+// address arithmetic without spills.
+void split_registers(ForwardPlan& p) {
+  const int launch = 65536 / p.threads / 8 * 8;
+  p.compute_registers = 232;
+  p.producer_registers = (launch * p.threads - p.compute_registers * p.compute_threads) / 128 / 8 * 8;
+  if (p.producer_registers < 24)
+    throw Error(ErrorKind::internal, "internal error: " + std::to_string(p.threads) + " threads leave the producer " +
+                                         std::to_string(p.producer_registers) + " registers, under setmaxnreg's 24");
+}
+
 }  // namespace
 
 std::string forward_mma_kind(const TileConfig& c, const Target& target) {
@@ -178,6 +190,7 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   p.producer = !producer_blocker(p);
   if (p.producer) {
     p.threads += 128;
+    split_registers(p);
     p.smem.barriers = p.smem.total;
     p.smem.total += 16 * c.num_stages;
     p.shared_bytes += 16 * c.num_stages;

@@ -41,6 +41,11 @@ struct ForwardPlan {
   // it applies: producer_blocker().
   bool producer = false;
   int compute_threads = 0;        // 32 · num_warps; `threads` adds the producer's 128
+  // setmaxnreg's counts with a producer: the warpgroups' registers move within what the launch
+  // allocated (65536 / threads, in multiples of 8: 168 at 384 threads), so
+  // 128 · producer_registers + compute_threads · compute_registers ≤ threads · 168. A larger ask
+  // blocks setmaxnreg.inc forever (PTX ISA §9.7.17.1): the CTA deadlocks.
+  int producer_registers = 0, compute_registers = 0;
   ForwardSmem smem;
   int smem_align = 1;             // the kernel rounds its shared base up to this (wgmma: 1024)
   int shared_bytes = 0;

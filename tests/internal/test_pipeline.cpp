@@ -184,6 +184,12 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   CHECK(p.shared_bytes == p.smem.barriers + 2 * 2 * 8 + 1024);       // a full and an empty mbarrier per stage
   CHECK(p.min_ctas_per_sm == 1);
   CHECK_THAT(p.describe(), Catch::Contains("+producer"));
+  // setmaxnreg moves registers within the launch's allocation (168 per thread at 384 threads):
+  // asking for more blocks setmaxnreg.inc forever.
+  CHECK(p.compute_registers == 232);
+  CHECK(p.producer_registers == 40);
+  CHECK(128 * p.producer_registers + p.compute_threads * p.compute_registers <= p.threads * (65536 / p.threads / 8 * 8));
+  CHECK(p.producer_registers % 8 == 0);
   CHECK(plan(64, sm90, {128, 128, 8, 4}).producer);  // d = 64 with four stages: one CTA per SM
   auto why = [&](int d, const Target& t, TileConfig c, const std::string& mask = "causal") {
     ForwardPlan q = plan(d, t, c, mask);
