@@ -203,13 +203,13 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   return p;
 }
 
-// Measured on the H200 (docs/perf-notes.md §13): d=128 +1–7% but 1k causal −3%; d=64 gets it
-// only with tuner configs of one CTA per SM (four stages), not measured. The limits: the producer's
-// registers (128 × 48) come out of the compute warpgroups' (256 × 232), which must hold their
-// accumulators — at d=256 the driver's JIT spilled 768 B; copies of partly filled 64-column panels
-// (d not a multiple of 64) spill in the producer's 48 registers (ptxas 13.0, d = 72–96); and the
-// three warpgroups take the whole register file, so it applies only where shared memory already
-// allows one CTA per SM. Block maps, split-KV, varlen, paged K/V and GQA packing (the serving
+// Measured on the H200 (docs/perf-notes.md §13): at d=128 +1–7% under the driver's JIT, +13–22%
+// more under ptxas; d=64 gets it only with tuner configs of one CTA per SM (four stages), not
+// measured. At d=256 it is off: under the driver's JIT it spilled 768 B, and under ptxas (with the
+// overlap of §13 attempt 4) it was 3–15% slower than the CTA-wide kernel; the producer without
+// that overlap was not measured there. Copies of partly filled 64-column panels (d not a multiple
+// of 64) spill in the producer's registers (ptxas 13.0, d = 72–96). The three warpgroups take the
+// whole register file, so it applies only where shared memory already allows one CTA per SM. Block maps, split-KV, varlen, paged K/V and GQA packing (the serving
 // shapes, not measured with it) keep the CTA-wide pipeline.
 std::optional<std::string> producer_blocker(const ForwardPlan& p) {
   const AttentionSpec& s = p.attention();
