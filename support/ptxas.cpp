@@ -21,8 +21,8 @@ extern char** environ;
 namespace flashjit::ptxas {
 namespace {
 
-// Runs `argv` with stdout and stderr into `log_path`; the exit status, or -1 when it did not start
-// or did not exit normally.
+// Runs `argv` with stdout and stderr into `log_path`; the exit status, 128 + the signal when one
+// ended it (as a shell reports it), or -1 when it did not start.
 int run(const std::vector<std::string>& argv, const std::string& log_path) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -38,7 +38,7 @@ int run(const std::vector<std::string>& argv, const std::string& log_path) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 struct TempDir {
@@ -111,7 +111,8 @@ Result assemble(const std::string& path, const std::string& ptx, const std::stri
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   r.ran = status >= 0;
   r.log = read_small(log, 1 << 20);
-  if (status != 0 && !r.ran) r.log += path + " could not be started\n";
+  if (!r.ran) r.log += path + " could not be started\n";
+  else if (status > 128) r.log += path + " was ended by signal " + std::to_string(status - 128) + "\n";
   r.ok = status == 0;
   if (r.ok && want_cubin) {
     BoundedRead c = read_file_bounded(out, kMaxModuleBytes);
