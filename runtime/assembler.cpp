@@ -34,20 +34,22 @@ Assembler choose_assembler(const std::string& knob, int driver_version) {
     a.why = "FLASHJIT_PTXAS names it";
     return a;
   }
-  const std::string found = ptxas::find();
-  if (found.empty()) {
-    a.why = "no ptxas on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin";
+  std::string passed;  // the candidates outside the window, for the log
+  for (const std::string& found : ptxas::find_all()) {
+    const ptxas::Version v = ptxas::version(found);
+    if (v.release < kMinRelease || v.release > driver_version) {
+      passed += (passed.empty() ? "" : ", ") + found + " is release " +
+                (v.release ? release_text(v.release) : "unknown");
+      continue;
+    }
+    a.ptxas = found;
+    a.version = v.text;
+    a.why = "found " + found;
     return a;
   }
-  const ptxas::Version v = ptxas::version(found);
-  if (v.release < kMinRelease || v.release > driver_version) {
-    a.why = found + " is release " + (v.release ? release_text(v.release) : "unknown") + "; auto takes " +
-            release_text(kMinRelease) + " up to the driver's " + release_text(driver_version);
-    return a;
-  }
-  a.ptxas = found;
-  a.version = v.text;
-  a.why = "found " + found;
+  a.why = passed.empty() ? "no ptxas on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin"
+                         : passed + "; auto takes " + release_text(kMinRelease) + " up to the driver's " +
+                               release_text(driver_version);
   return a;
 }
 

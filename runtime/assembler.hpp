@@ -18,8 +18,8 @@ struct Assembler {
 };
 
 // FLASHJIT_PTXAS for a driver of `driver_version` (cuDriverGetVersion), decided once per process:
-// auto (the default) takes ptxas::find()'s program when its release is at least 12.0 (PTX ISA 8.0,
-// sm_90a) and at most the driver's (a newer assembler's cubin may not load), else the driver;
+// auto (the default) takes the first of ptxas::find_all() whose release is at least 12.0 (PTX ISA
+// 8.0, sm_90a) and at most the driver's (a newer assembler's cubin may not load), else the driver;
 // "driver" is always the driver; anything else is the path of a ptxas, Error(usage) when it does
 // not run.
 const Assembler& assembler(int driver_version);

@@ -62,8 +62,8 @@ std::string read_small(const std::string& path, size_t limit) {
 
 }  // namespace
 
-std::string find() {
-  std::vector<std::string> dirs;
+std::vector<std::string> find_all() {
+  std::vector<std::string> dirs, found;
   if (const char* p = std::getenv("PATH")) {
     std::stringstream ss(p);
     for (std::string d; std::getline(ss, d, ':');) dirs.push_back(d);
@@ -72,9 +72,14 @@ std::string find() {
   dirs.push_back("/usr/local/cuda/bin");
   for (const std::string& d : dirs) {
     const std::string cand = d + "/ptxas";
-    if (!d.empty() && ::access(cand.c_str(), X_OK) == 0) return cand;
+    if (!d.empty() && ::access(cand.c_str(), X_OK) == 0) found.push_back(cand);
   }
-  return "";
+  return found;
+}
+
+std::string find() {
+  const std::vector<std::string> all = find_all();
+  return all.empty() ? "" : all.front();
 }
 
 Version version(const std::string& path) {

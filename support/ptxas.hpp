@@ -3,10 +3,13 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace flashjit::ptxas {
 
-// The first executable `ptxas` on PATH, in $CUDA_HOME/bin, then /usr/local/cuda/bin; "" when none.
+// Every executable `ptxas` on PATH, in $CUDA_HOME/bin, then /usr/local/cuda/bin, in that order.
+std::vector<std::string> find_all();
+// The first of find_all(); "" when none.
 std::string find();
 
 // "13.0.88" from `ptxas --version` ("Cuda compilation tools, release 13.0, V13.0.88"), and the

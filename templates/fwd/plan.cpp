@@ -48,9 +48,9 @@ ForwardSmem layout_smem(const TileConfig& c, int d_qk_pad, int d_v_pad) {
   return m;
 }
 
-// The compute warpgroups get 232 registers, the producer what the launch's allocation leaves:
-// 384 × 168 − 256 × 232 = 128 × 40. FlashAttention-3's 240 leaves 24, too few for cp.async
-// address arithmetic without spills.
+// The compute warpgroups get 232 registers (measured, docs/perf-notes.md §13), the producer what
+// the launch's allocation leaves: 384 × 168 − 256 × 232 = 128 × 40. FlashAttention-3's 240 would
+// leave the producer 24; not tried.
 void split_registers(ForwardPlan& p) {
   const int launch = 65536 / p.threads / 8 * 8;
   p.compute_registers = 232;
