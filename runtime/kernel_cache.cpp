@@ -220,7 +220,7 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
       const std::string dir = stages.override_dir + "/" + c.key;
       if (std::filesystem::is_directory(dir, ec) && !std::filesystem::is_empty(dir, ec)) overrides = dir;
     }
-    fresh = load_module(as, c.ptx, c.entry, c.map_entry, overrides);
+    fresh = load_module(as, c, overrides);
     LinkResult r;
     r.cubin = fresh->cubin;
     return r;  // registers/spills are read below, for hits and misses alike

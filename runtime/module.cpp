@@ -1,7 +1,6 @@
 #include "runtime/module.hpp"
 
 #include <chrono>
-#include <regex>
 
 #include "support/ptxas.hpp"
 
@@ -34,16 +33,11 @@ void load_functions(LoadedModule& out, const std::string& entry, const std::stri
 
 namespace {
 
-// ptxas' cubin for `ptx` (its `.target` is the architecture), or the error load_module would give.
-LoadedModule assemble_with_ptxas(const Assembler& as, const std::string& ptx, const std::string& entry,
-                                 const std::string& override_dir) {
+// ptxas' cubin for the kernel's PTX and architecture, or the error load_module would give.
+LoadedModule assemble_with_ptxas(const Assembler& as, const CompiledKernel& c, const std::string& override_dir) {
   LoadedModule out;
-  std::smatch m;
-  if (!std::regex_search(ptx, m, std::regex(R"(\.target\s+(sm_[0-9]+a?))")))
-    throw Error(override_dir.empty() ? ErrorKind::internal : ErrorKind::usage,
-                "the PTX of kernel " + entry + " names no .target sm_NN, so ptxas cannot be given an architecture" +
-                    (override_dir.empty() ? std::string(" (a flashjit bug)") : " (overrides in " + override_dir + ")"));
-  ptxas::Result r = ptxas::assemble(as.ptxas, ptx, m[1], /*want_cubin=*/true);
+  const std::string& entry = c.entry;
+  ptxas::Result r = ptxas::assemble(as.ptxas, c.ptx, c.arch, /*want_cubin=*/true);
   const std::string hint = "\n(FLASHJIT_PTXAS=driver has the driver's JIT assemble it instead)";
   if (!r.ok && !override_dir.empty())
     throw Error(ErrorKind::usage, as.id() + " (" + as.ptxas + ") could not assemble kernel " + entry +
@@ -59,11 +53,11 @@ LoadedModule assemble_with_ptxas(const Assembler& as, const std::string& ptx, co
 
 }  // namespace
 
-LoadedModule load_module(const Assembler& as, const std::string& ptx, const std::string& entry,
-                         const std::string& map_entry, const std::string& override_dir) {
+LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir) {
   const cu::Driver& d = cu::driver();
+  const std::string &ptx = c.ptx, &entry = c.entry, &map_entry = c.map_entry;
   if (!as.ptxas.empty()) {
-    LoadedModule out = assemble_with_ptxas(as, ptx, entry, override_dir);
+    LoadedModule out = assemble_with_ptxas(as, c, override_dir);
     const auto t1 = std::chrono::steady_clock::now();
     load_functions(out, entry, map_entry);
     out.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();

@@ -19,14 +19,15 @@ struct LoadedModule {
   double link_ms = 0, load_ms = 0;
 };
 
+// The kernel's PTX (for its `arch`) → cubin by `as` → the loaded module with its `entry`,
+// `map_entry` (when not empty) and split-KV combine functions.
 // Must be called with `ctx` current. PTX that `as` does not assemble is Error(compile) with its
 // error log (generated code: a flashjit bug, or a ptxas unfit for this PTX, which the message
 // says how to bypass), or, when `override_dir` is the folder of this kernel's FLASHJIT_OVERRIDE_DIR
 // files, Error(usage) naming that folder (the user's code). Out of device memory while linking or
 // loading is Error(out_of_memory); another load failure is Error(cuda) naming the kernel. Nothing
 // stays loaded after a failure.
-LoadedModule load_module(const Assembler& as, const std::string& ptx, const std::string& entry,
-                         const std::string& map_entry = "", const std::string& override_dir = "");
+LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir = "");
 
 // cuModuleLoadData of `out.cubin` and the module's functions (`entry`, the block map's `map_entry`
 // when not empty, the split-KV combine when present) into `out`; nothing stays loaded on failure.
