@@ -3,16 +3,24 @@
 # included), `flashjit info`, and `flashjit run` on the standard shapes. Full logs go to $OUT;
 # a short table is printed last.
 set -u
-TEST_FILTER=("$@")   # optional Catch2 test filter, e.g. "[masks]"
-# GPUCASE lines (forward and backward numerics cases against the fp64 reference) a full run prints:
-# test_gpu_forward 49, test_gpu_masks 127, test_gpu_boundaries 67, test_gpu_backward 52,
-# test_gpu_matrix 31, test_gpu_split_kv 200 (4 seq_q × 3 groups × 4 seq_kv × 4 masks, and 8),
-# test_gpu_varlen 18 (3 with a paged cache), test_gpu_paged 14, test_gpu_driver_faults 5 (the runs after each fault: 2
-# after out of memory, forward and backward; 1 after a failed module load; 2 with a second
-# context). Change it with the cases; with a filter the count is printed, not required.
-# A full run took over 600 s (one device call's limit) on 2026-12-01: run it as two calls then,
-# `gpu_check.sh '[gpu]'` (every GPU case; compare the count with this) and `gpu_check.sh '~[gpu]'`.
-EXPECTED_GPU_CASES=563
+# Optional: --parallel, then a Catch2 test filter, e.g. "[masks]".
+# --parallel runs the [gpu] cases as six test processes side by side on the one GPU (the time is
+# mostly compiling, on the machine's many cores), so that every GPU case fits in one device call;
+# their logs are joined into one in group order.
+PARALLEL=0
+if [ "${1:-}" = --parallel ]; then PARALLEL=1; shift; fi
+TEST_FILTER=("$@")
+# GPUCASE lines (forward and backward numerics cases against the fp64 reference) a full run prints,
+# counted on 2026-12-02 by the --parallel groups: test_gpu_backward with the backward boundaries 89,
+# test_gpu_masks 127, test_gpu_matrix 31, test_gpu_forward 49, test_gpu_split_kv 200 (4 seq_q × 3
+# groups × 4 seq_kv × 4 masks, and 8) with test_gpu_varlen 18 and test_gpu_paged 14, and 44 from
+# the forward boundaries, the [tune] tests and test_gpu_driver_faults (5: the runs after each fault,
+# 2 after out of memory, forward and backward; 1 after a failed module load; 2 with a second
+# context). Change it with the
+# cases; with a filter the count is printed, not required.
+# A sequential full run took over 600 s (one device call's limit) on 2026-12-01; --parallel ran
+# every [gpu] case in 209 s on 2026-12-02.
+EXPECTED_GPU_CASES=572
 source scripts/gpu_env.sh
 # No driver JIT cache: compile times measured here are cold (flashjit's own cache is per test).
 export CUDA_CACHE_DISABLE=1
@@ -23,7 +31,27 @@ R="$OUT/check-runs.txt"
   # The host CPU: compile times (LLVM, the driver's PTX JIT) depend on it.
   grep -m1 "model name" /proc/cpuinfo; echo "cpus $(nproc), load $(cut -d' ' -f1-3 /proc/loadavg)"
   $D/flashjit info 2>&1; echo "flashjit info exit $?"; } > "$R"
-$D/flashjit_tests --durations yes "${TEST_FILTER[@]}" > "$T" 2>&1; tests_rc=$?
+if [ "$PARALLEL" -eq 1 ]; then
+  # Disjoint groups whose union is every [gpu] case (and the CPU [tune] and [backward] ones).
+  groups=("[backward]~[tune]" "[masks]" "[matrix]" "[forward]" "[split]~[tune],[paged],[varlen]"
+          "[boundaries]~[backward],[faults],[tune]")
+  pids=()
+  for i in "${!groups[@]}"; do
+    $D/flashjit_tests --durations yes "${groups[$i]}" > "$T.$i" 2>&1 &
+    pids+=($!)
+  done
+  tests_rc=0
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; rc=$?
+    echo "group ${groups[$i]}: exit $rc" >> "$T.rc"
+    if [ "$rc" -ne 0 ] && { [ "$tests_rc" -eq 0 ] || [ "$tests_rc" -eq 69 ]; }; then tests_rc=$rc; fi
+  done
+  for i in "${!groups[@]}"; do cat "$T.$i"; rm -f "$T.$i"; done > "$T"
+  cat "$T.rc" >> "$T"; cat "$T.rc"; rm -f "$T.rc"
+  TEST_FILTER=()   # the groups together are a full [gpu] run: the case count is required
+else
+  $D/flashjit_tests --durations yes "${TEST_FILTER[@]}" > "$T" 2>&1; tests_rc=$?
+fi
 runs=(
   "--seq 4096 --batch 4"                                   # default spec: bf16 d=128 causal
   "examples/basic/bf16_d128.yaml --seq 4096 --batch 4"

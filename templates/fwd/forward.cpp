@@ -65,6 +65,7 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   Value* q_tiles = SPLIT ? B.CreateUDiv(tile::grid_dim(e_, 0), arg(kParamSplits)) : nullptr;
   split_ = SPLIT ? B.CreateUDiv(x, q_tiles) : nullptr;
   q_tile_ = SPLIT ? B.CreateSub(x, B.CreateMul(split_, q_tiles)) : x;
+  if (plan.last_tile_first) q_tile_ = B.CreateSub(B.CreateSub(tile::grid_dim(e_, 0), e_.c32(1)), x);
   if (VARLEN) {  // tiles past this sequence's rows: nothing to do (before any barrier)
     llvm::BasicBlock* work = llvm::BasicBlock::Create(e_.ctx, "work", fn_);
     llvm::BasicBlock* idle = llvm::BasicBlock::Create(e_.ctx, "idle", fn_);

@@ -187,6 +187,7 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   // up, within 1 KB of slack.
   p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
   p.shared_bytes = p.smem.total + (p.smem_align > 1 ? p.smem_align : 0);
+  p.last_tile_first = p.spec->mask && !target.split_kv && !target.varlen;
   p.producer = !producer_blocker(p);
   if (p.producer) {
     p.threads += 128;
@@ -233,6 +234,7 @@ std::string ForwardPlan::describe() const {
   if (spec->score) o << " score=" << s.score;
   if (has_map()) o << " +blockmap";
   if (producer) o << " +producer";
+  if (last_tile_first) o << " +last-tile-first";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << " +split";
   if (target.varlen) o << " +varlen";

@@ -41,6 +41,11 @@ struct ForwardPlan {
   // it applies: producer_blocker().
   bool producer = false;
   int compute_threads = 0;        // 32 · num_warps; `threads` adds the producer's 128
+  // The CTA at grid x serves query tile q_tiles − 1 − x. The hardware starts CTAs in grid order,
+  // so with a mask whose key range grows with the row (causal) the longest tiles start first and
+  // the last wave holds the shortest, not the longest (FlashAttention-2's causal schedule; +3–5% at
+  // 4k–16k causal on the H200, docs/perf-notes.md §14). Masked, unsplit, not varlen launches.
+  bool last_tile_first = false;
   // setmaxnreg's counts with a producer: the warpgroups' registers move within what the launch
   // allocated (65536 / threads, in multiples of 8: 168 at 384 threads), so
   // 128 · producer_registers + compute_threads · compute_registers ≤ threads · 168. A larger ask

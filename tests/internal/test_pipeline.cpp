@@ -214,3 +214,24 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   REQUIRE(analyze_spec(spec_of(128, listed))->block_map.needed);
   CHECK_THAT(why(128, sm90, {128, 128, 8, 2}, listed), Catch::Contains("block maps"));
 }
+
+TEST_CASE("pipeline: a masked forward walks its query tiles from the last, so the longest start first", "[pipeline]") {
+  Target sm90{"sm_90a"};
+  auto plan = [](const std::string& mask, const Target& t) {
+    return plan_forward(analyze_spec(spec_of(128, mask)), TileConfig{128, 128, 8, 2}, t);
+  };
+  CHECK(plan("causal", sm90).last_tile_first);
+  CHECK(plan("window(256, 0)", sm90).last_tile_first);
+  CHECK(plan("kv % 3 == 0", sm90).last_tile_first);  // a block map: the tile ranges differ by row too
+  CHECK_THAT(plan("causal", sm90).describe(), Catch::Contains("+last-tile-first"));
+  CHECK_FALSE(plan("", sm90).last_tile_first);  // every tile does the same work: grid order is as good
+  // Split-KV decode and varlen keep grid order: their grids are not one query tile per x.
+  Target split = sm90, varlen = sm90;
+  split.split_kv = true;
+  varlen.varlen = true;
+  CHECK_FALSE(plan("causal", split).last_tile_first);
+  CHECK_FALSE(plan("causal", varlen).last_tile_first);
+  // The generated kernel reads %nctaid.x to turn the CTA's x into its tile only when it reverses.
+  CHECK_THAT(compile_to_ptx(spec_of(128, "causal")).ptx, Catch::Contains("%nctaid.x"));
+  CHECK_THAT(compile_to_ptx(spec_of(128, "")).ptx, !Catch::Contains("%nctaid.x"));
+}
