@@ -204,19 +204,20 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   return p;
 }
 
-// Measured on the H200 (docs/perf-notes.md §13): at d=128 +1–7% under the driver's JIT, +13–22%
-// more under ptxas; d=64 gets it only with tuner configs of one CTA per SM (four stages), not
-// measured. At d=256 it is off: under the driver's JIT it spilled 768 B, and under ptxas (with the
-// overlap of §13 attempt 4) it was 3–15% slower than the CTA-wide kernel; the producer without
-// that overlap was not measured there. Copies of partly filled 64-column panels (d not a multiple
-// of 64) spill in the producer's registers (ptxas 13.0, d = 72–96). The three warpgroups take the
-// whole register file, so it applies only where shared memory already allows one CTA per SM. Block maps, split-KV, varlen, paged K/V and GQA packing (the serving
-// shapes, not measured with it) keep the CTA-wide pipeline.
+// Measured on the H200 under ptxas (docs/perf-notes.md §13, §15): at d=128 +13–22% over the
+// CTA-wide kernel, at d=256 +15–22%; at d=192 0–8% slower, so off. d=64 gets it only with tuner
+// configs of one CTA per SM (four stages), which ran 6–27% slower than the heuristic's.
+// Copies of partly filled 64-column panels (d not a multiple of 64) spill in the producer's
+// registers (ptxas 13.0, d = 72–96). The three warpgroups take the whole register file, so it
+// applies only where shared memory already allows one CTA per SM. Block maps, split-KV, varlen,
+// paged K/V and GQA packing (the serving shapes, not measured with it) keep the CTA-wide pipeline.
 std::optional<std::string> producer_blocker(const ForwardPlan& p) {
   const AttentionSpec& s = p.attention();
   if (!p.wgmma || p.config.num_warps != 8) return "it needs wgmma and two compute warpgroups (num_warps 8)";
-  if (s.head_dim_qk > 128 || s.head_dim_v > 128 || s.head_dim_qk % 64 || s.head_dim_v % 64)
-    return "head dims must be 64 or 128 (whole 64-column panels, accumulators within 232 registers)";
+  const bool whole_panels = s.head_dim_qk <= 128 && s.head_dim_v <= 128 && s.head_dim_qk % 64 == 0 && s.head_dim_v % 64 == 0;
+  if (!whole_panels && !(s.head_dim_qk == 256 && s.head_dim_v == 256))
+    return "head dims must be 64 or 128, or both 256 (whole 64-column panels, accumulators within 232 registers; the "
+           "ones measured faster than the CTA-wide kernel)";
   if (sm_shared_bytes(p.target.arch) / (p.shared_bytes + kSharedReservedPerCta) > 1)
     return "shared memory allows more than one CTA per SM, which a producer warpgroup's registers would take";
   if (p.has_map() || p.target.split_kv || p.target.varlen || p.target.paged || p.target.pack_gqa > 1)
