@@ -59,6 +59,12 @@ TEST_CASE("cli: compile emits PTX or LLVM IR, and bad specs exit 2 naming the pr
   // With ptxas at hand the summary gives registers and spills (what the tuner prunes by).
   const bool have_ptxas = !test::ptxas_path().empty();
   if (have_ptxas) CHECK_THAT(ptx.output, Catch::Contains("registers, 0 B spill stores, 0 B spill loads"));
+  // FLASHJIT_PTXAS naming a program makes the report run that one, as the runtime would; one that
+  // does not run is said, not passed over.
+  auto named = test::run_command("FLASHJIT_PTXAS=" + d.path + "/no-such-ptxas " + kCli + " compile " + spec +
+                                 " -o " + d.path + "/named.ptx");
+  CHECK(named.code == 0);
+  CHECK_THAT(named.output, Catch::Contains("; ptxas " + d.path + "/no-such-ptxas did not run (registers unknown)"));
   auto ll = test::run_command(kCli + " compile " + spec + " --emit llvm --arch sm_80");
   CHECK(ll.code == 0);
   CHECK_THAT(ll.output, Catch::Contains("define ptx_kernel void @flashjit_fwd_"));

@@ -64,9 +64,12 @@ int exit_code_for(const Error& e);
 // Writes `text` to `path` with write_file_atomic: a failed run never clobbers the file, a device
 // or FIFO is written in place and a symlink is written through.
 void write_output(const std::string& path, const std::string& text);
-// "ptxas -v" for sm_90a when ptxas is on PATH (or in $CUDA_HOME/bin, /usr/local/cuda/bin); "" otherwise.
+// The ptxas the CLI's register/spill reports run: the program FLASHJIT_PTXAS names, else the first
+// on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin (no GPU needed, so no driver release to choose
+// by; with a GPU, `run`'s header names what the runtime chose); "" when none.
 std::string find_ptxas();
 struct PtxasReport {
+  std::string path;  // the program run; "" when none was found
   bool ran = false, ok = false;
   int registers = -1, spill_stores = -1, spill_loads = -1;
   std::string log;

@@ -16,6 +16,7 @@
 
 #include "support/atomic_file.hpp"
 #include "support/file_read.hpp"
+#include "support/knobs.hpp"
 #include "support/ptxas.hpp"
 #include "tools/cli.hpp"
 
@@ -142,13 +143,18 @@ int exit_code_for(const Error& e) {
 
 void write_output(const std::string& path, const std::string& text) { write_file_atomic(path, text); }
 
-std::string find_ptxas() { return ptxas::find(); }
+std::string find_ptxas() {
+  std::string knob = "auto";
+  for (const KnobInfo& k : knobs())
+    if (k.name == "FLASHJIT_PTXAS") knob = k.value;
+  return knob == "auto" || knob == "driver" ? ptxas::find() : knob;
+}
 
 PtxasReport run_ptxas(const std::string& ptx, const std::string& arch, const std::string& entry) {
   PtxasReport r;
-  std::string path = find_ptxas();
-  if (path.empty()) return r;
-  ptxas::Result run = ptxas::assemble(path, ptx, arch, /*want_cubin=*/false);
+  r.path = find_ptxas();
+  if (r.path.empty()) return r;
+  ptxas::Result run = ptxas::assemble(r.path, ptx, arch, /*want_cubin=*/false);
   r.ran = run.ran;
   r.ok = run.ok;
   r.log = std::move(run.log);

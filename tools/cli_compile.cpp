@@ -64,6 +64,8 @@ int compile(const CompileArgs& a) {
               << " B spill loads";
   else if (r.ran)
     std::cerr << "; ptxas FAILED:\n" << r.log;
+  else if (!r.path.empty())
+    std::cerr << "; ptxas " << r.path << " did not run (registers unknown)";
   std::cerr << "\n";
   return kOk;
 }

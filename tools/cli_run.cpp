@@ -84,6 +84,8 @@ int compile_only(const AttentionSpec& spec, const Error& why, bool backward, boo
               << r.spill_loads << " B spill loads";
   else if (r.ran)
     std::cout << "; ptxas FAILED:\n" << r.log;
+  else if (!r.path.empty())
+    std::cout << "; ptxas " << r.path << " did not run (registers unknown)";
   else
     std::cout << "; ptxas not found (registers unknown)";
   std::cout << "\nnothing ran: " << why.what() << "\n";
