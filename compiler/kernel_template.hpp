@@ -41,6 +41,10 @@ struct Target {
   // at run time. A page size that divides the key tile, or that the key tile divides, makes a tile's
   // table lookups one per page instead of one per copied row (tile/copy.hpp).
   int page_size = 0;
+  // The assembler honours setmaxnreg (ptxas does; the driver's JIT allocates every thread the
+  // launch's share and ignores it, runtime/assembler.hpp). Plans whose speed rests on moving
+  // registers between warpgroups ask it.
+  bool moves_registers = true;
 };
 
 // A launch's fixed facts, as the runtime needs them.

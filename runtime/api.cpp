@@ -83,6 +83,7 @@ Kernel Runtime::compile(const AttentionSpec& spec, const CompileOptions& options
   const DeviceInfo& info = ctx->info;
   rt::KernelSource source;
   source.target = target_for(options, info.arch());
+  source.target.moves_registers = info.assembler != "driver";
   if (source.target.arch != info.arch())
     throw Error(ErrorKind::usage, "cannot load a kernel compiled for " + source.target.arch + " on " + info.name +
                                       " (" + info.arch() + "); leave CompileOptions::arch empty to use the device's");

@@ -18,6 +18,7 @@ rt::KernelSource source_for(const Runtime& runtime, const AttentionSpec& spec) {
   rt::KernelSource source;
   source.spec = analyze_spec(spec);
   source.target = target_for(CompileOptions{}, ctx->info.arch());
+  source.target.moves_registers = ctx->info.assembler != "driver";
   source.stages = stage_options(CompileOptions{}, /*keep_ir_default=*/false);
   return source;
 }

@@ -204,8 +204,9 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   return p;
 }
 
-// Measured on the H200 under ptxas (docs/perf-notes.md §13, §15): at d=128 +13–22% over the
-// CTA-wide kernel, at d=256 +15–22%; at d=192 0–8% slower, so off. d=64 gets it only with tuner
+// Measured on the H200 under ptxas (docs/perf-notes.md §13, §16): at d=128 +13–22% over the
+// CTA-wide kernel, at d=256 +15–22%; at d=192 0–8% slower, so off. Under the driver's JIT, which
+// ignores setmaxnreg, d=128 still gained 1–7% but d=256 spilled 768 B, so d=256 needs ptxas. d=64 gets it only with tuner
 // configs of one CTA per SM (four stages), which ran 6–27% slower than the heuristic's.
 // Copies of partly filled 64-column panels (d not a multiple of 64) spill in the producer's
 // registers (ptxas 13.0, d = 72–96). The three warpgroups take the whole register file, so it
@@ -218,6 +219,9 @@ std::optional<std::string> producer_blocker(const ForwardPlan& p) {
   if (!whole_panels && !(s.head_dim_qk == 256 && s.head_dim_v == 256))
     return "head dims must be 64 or 128, or both 256 (whole 64-column panels, accumulators within 232 registers; the "
            "ones measured faster than the CTA-wide kernel)";
+  if (!whole_panels && !p.target.moves_registers)
+    return "at d = 256 the compute warpgroups need the 232 registers setmaxnreg gives them, and the driver's JIT "
+           "ignores setmaxnreg (FLASHJIT_PTXAS=driver, or no ptxas found): they would spill";
   if (sm_shared_bytes(p.target.arch) / (p.shared_bytes + kSharedReservedPerCta) > 1)
     return "shared memory allows more than one CTA per SM, which a producer warpgroup's registers would take";
   if (p.has_map() || p.target.split_kv || p.target.varlen || p.target.paged || p.target.pack_gqa > 1)

@@ -25,7 +25,8 @@ class ForwardKernelPlan final : public KernelPlan {
     return v;
   }
   std::string variant() const override {
-    return std::string(p_.wgmma ? "wgmma" : "mma.sync") +
+    // "+producer": whether a plan gets one also depends on the assembler (Target::moves_registers).
+    return std::string(p_.wgmma ? "wgmma" : "mma.sync") + (p_.producer ? "+producer" : "") +
            (p_.target.pack_gqa > 1 ? "+gqa" + std::to_string(p_.target.pack_gqa) : "") +
            (p_.target.split_kv ? "+split" : "") + (p_.target.varlen ? "+varlen" : "") + (p_.target.paged ? "+paged" + (p_.target.page_size ? std::to_string(p_.target.page_size) : "") : "");
   }

@@ -1,6 +1,7 @@
 // The pipeline's contract with its templates: registration, stages in order, one analysis per spec.
 #include <catch2/catch.hpp>
 
+#include "compiler/kernel_key.hpp"
 #include "compiler/pipeline.hpp"
 #include "templates/bwd/plan.hpp"
 #include "templates/fwd/plan.hpp"
@@ -202,6 +203,17 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   CHECK_THAT(why(128, sm80, {128, 128, 8, 2}), Catch::Contains("wgmma"));
   CHECK_THAT(why(64, sm90, {64, 128, 4, 2}), Catch::Contains("num_warps 8"));
   CHECK(plan(256, sm90, {128, 64, 8, 2}).producer);  // d = 256: 192 KB of shared memory, one CTA per SM
+  // Under the driver's JIT (no setmaxnreg) d = 256 keeps the CTA-wide kernel; d = 128 gains anyway.
+  Target driver = sm90;
+  driver.moves_registers = false;
+  CHECK(plan(128, driver, {128, 128, 8, 2}).producer);
+  CHECK_THAT(why(256, driver, {128, 64, 8, 2}), Catch::Contains("driver's JIT ignores setmaxnreg"));
+  // The two d = 256 plans are different kernels: their keys differ.
+  const KernelTemplate& fwd = find_template("attention_fwd");
+  AnalyzedSpecPtr a256 = analyze_spec(spec_of(256));
+  const TileConfig c256{128, 64, 8, 2};
+  CHECK(make_kernel_key(*a256, *fwd.plan(a256, c256, sm90), c256, "sm_90a").hash !=
+        make_kernel_key(*a256, *fwd.plan(a256, c256, driver), c256, "sm_90a").hash);
   CHECK_THAT(why(192, sm90, {128, 64, 8, 2}), Catch::Contains("head dims"));
   CHECK_THAT(why(96, sm90, {128, 128, 8, 2}), Catch::Contains("head dims"));
   CHECK_THAT(why(128, sm90, {128, 64, 8, 2}), Catch::Contains("more than one CTA per SM"));
