@@ -16,8 +16,7 @@ TEST_FILTER=("$@")
 # groups × 4 seq_kv × 4 masks, and 8) with test_gpu_varlen 18 and test_gpu_paged 14, and 44 from
 # the forward boundaries, the [tune] tests and test_gpu_driver_faults (5: the runs after each fault,
 # 2 after out of memory, forward and backward; 1 after a failed module load; 2 with a second
-# context). Change it with the
-# cases; with a filter the count is printed, not required.
+# context). Change it with the cases; with a filter the count is printed, not required.
 # A sequential full run took over 600 s (one device call's limit) on 2026-12-01; --parallel ran
 # every [gpu] case in 209 s on 2026-12-02.
 EXPECTED_GPU_CASES=572

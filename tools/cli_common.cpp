@@ -16,7 +16,6 @@
 
 #include "support/atomic_file.hpp"
 #include "support/file_read.hpp"
-#include "support/knobs.hpp"
 #include "support/ptxas.hpp"
 #include "tools/cli.hpp"
 

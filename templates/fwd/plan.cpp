@@ -206,8 +206,9 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
 
 // Measured on the H200 under ptxas (docs/perf-notes.md §13, §16): at d=128 +13–22% over the
 // CTA-wide kernel, at d=256 +15–22%; at d=192 0–8% slower, so off. Under the driver's JIT, which
-// ignores setmaxnreg, d=128 still gained 1–7% but d=256 spilled 768 B, so d=256 needs ptxas. d=64 gets it only with tuner
-// configs of one CTA per SM (four stages), which ran 6–27% slower than the heuristic's.
+// ignores setmaxnreg, d=128 still gained 1–7% but d=256 spilled 768 B, so d=256 needs ptxas.
+// d=64 gets it only with tuner configs of one CTA per SM (four stages), which ran 6–27% slower
+// than the heuristic's.
 // Copies of partly filled 64-column panels (d not a multiple of 64) spill in the producer's
 // registers (ptxas 13.0, d = 72–96). The three warpgroups take the whole register file, so it
 // applies only where shared memory already allows one CTA per SM. Block maps, split-KV, varlen,
