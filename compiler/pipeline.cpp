@@ -143,8 +143,8 @@ Target target_for(const CompileOptions& options, const std::string& default_arch
   if (mma != "auto" && mma != "sync")
     throw Error(ErrorKind::usage, "CompileOptions::mma '" + mma + "' is not allowed; use auto or sync");
   t.allow_wgmma = mma == "auto";
-  // Without a device the assembler is what FLASHJIT_PTXAS says; Runtime::compile sets the one it
-  // chose (auto with no suitable ptxas is the driver's JIT).
+  // Without a device the assembler is what FLASHJIT_PTXAS says; rt::device_target sets the one
+  // the runtime chose (auto with no suitable ptxas is the driver's JIT).
   t.moves_registers = knob::get("FLASHJIT_PTXAS") != "driver";
   return t;
 }

@@ -6,6 +6,7 @@
 #include "compiler/analyzed_spec.hpp"
 #include "compiler/pipeline.hpp"
 #include "flashjit/flashjit.hpp"
+#include "runtime/assembler.hpp"
 #include "runtime/backward.hpp"
 #include "runtime/context.hpp"
 #include "runtime/dispatch.hpp"
@@ -82,8 +83,7 @@ Kernel Runtime::compile(const AttentionSpec& spec, const CompileOptions& options
   const std::shared_ptr<rt::Context>& ctx = detail::Access::context(*this, "compile");
   const DeviceInfo& info = ctx->info;
   rt::KernelSource source;
-  source.target = target_for(options, info.arch());
-  source.target.moves_registers = info.assembler != "driver";
+  source.target = rt::device_target(options, info);
   if (source.target.arch != info.arch())
     throw Error(ErrorKind::usage, "cannot load a kernel compiled for " + source.target.arch + " on " + info.name +
                                       " (" + info.arch() + "); leave CompileOptions::arch empty to use the device's");

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 
+#include "compiler/pipeline.hpp"
 #include "flashjit/flashjit.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
@@ -63,6 +64,12 @@ const Assembler& assembler(int driver_version) {
     log::info("PTX assembler: " + it->second.id() + " (" + it->second.why + ")");
   }
   return it->second;
+}
+
+Target device_target(const CompileOptions& options, const DeviceInfo& info) {
+  Target t = target_for(options, info.arch());
+  t.moves_registers = !assembler(info.driver_version).ptxas.empty();
+  return t;
 }
 
 }  // namespace flashjit::rt

@@ -7,6 +7,9 @@
 
 #include <string>
 
+#include "compiler/kernel_template.hpp"
+#include "flashjit/flashjit.hpp"
+
 namespace flashjit::rt {
 
 struct Assembler {
@@ -25,5 +28,9 @@ struct Assembler {
 const Assembler& assembler(int driver_version);
 // The choice itself, for a given FLASHJIT_PTXAS value (tests).
 Assembler choose_assembler(const std::string& knob_value, int driver_version);
+
+// The target `options` ask for on this device (target_for with its arch), with
+// Target::moves_registers from the assembler chosen for its driver.
+Target device_target(const CompileOptions& options, const DeviceInfo& info);
 
 }  // namespace flashjit::rt

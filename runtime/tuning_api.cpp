@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "flashjit/tuning.hpp"
+#include "runtime/assembler.hpp"
 #include "runtime/handles.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/tuner.hpp"
@@ -17,8 +18,7 @@ rt::KernelSource source_for(const Runtime& runtime, const AttentionSpec& spec) {
   const std::shared_ptr<rt::Context>& ctx = detail::Access::context(runtime, "tune");
   rt::KernelSource source;
   source.spec = analyze_spec(spec);
-  source.target = target_for(CompileOptions{}, ctx->info.arch());
-  source.target.moves_registers = ctx->info.assembler != "driver";
+  source.target = rt::device_target(CompileOptions{}, ctx->info);
   source.stages = stage_options(CompileOptions{}, /*keep_ir_default=*/false);
   return source;
 }

@@ -48,11 +48,12 @@ int info(int device) {
   } catch (const Error& e) {  // no absolute folder for it: info still reports the rest
     cache = std::string("none (") + e.what() + ")";
   }
+  const std::string ptxas = find_ptxas();
   std::cout << "flashjit " << v.flashjit << "\n"
             << "LLVM " << v.llvm << " (NVPTX, linked in)\n"
             << "PTX ISA " << v.ptx_isa << " (sm_80 ... sm_90a)\n"
             << "cache dir " << cache << "\n"
-            << "ptxas " << (find_ptxas().empty() ? "not found" : find_ptxas()) << "\n"
+            << "ptxas " << (ptxas.empty() ? "not found" : ptxas) << "\n"
             << "knobs:\n";
   for (const KnobInfo& k : knobs()) std::cout << "  " << k.name << "=" << k.value << "\n";
   try {
