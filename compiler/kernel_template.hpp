@@ -3,6 +3,7 @@
 // (compiler/pipeline.cpp) reaches a template only through this interface.
 #pragma once
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -45,7 +46,15 @@ struct Target {
   // launch's share and ignores it, runtime/assembler.hpp). Plans whose speed rests on moving
   // registers between warpgroups ask it.
   bool moves_registers = true;
+
+  int sm() const;  // sm_number(arch)
 };
+
+// The compute capability a PTX target names, as a number: "sm_90a" → 90 (0 for anything else).
+inline int sm_number(const std::string& arch) {
+  return arch.rfind("sm_", 0) == 0 ? std::atoi(arch.c_str() + 3) : 0;
+}
+inline int Target::sm() const { return sm_number(arch); }
 
 // A launch's fixed facts, as the runtime needs them.
 struct LaunchFacts {

@@ -222,11 +222,21 @@ void Kernel::forward(const ForwardArgs& args) const {
   launch_on(loaded.function, "cuLaunchKernel(attention forward)");
   if (splits > 1) {
     // Varlen: the packed tokens as one sequence of batch 1 (o's batch stride is not used).
-    rt::check_launch(d.cuLaunchKernel(loaded.combine_function, static_cast<unsigned>(args.seq_q),
-                                      static_cast<unsigned>(args.heads_q), static_cast<unsigned>(varlen ? 1 : args.batch),
-                                      kCombineThreads, 1, 1, kCombineSharedBytes(k.spec->dsl.head_dim_v), stream,
-                                      launch.slots.data(), nullptr),
-                     "cuLaunchKernel(split-KV combine)", args.stream);
+    cu::CUlaunchAttribute early{};
+    early.id = cu::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    early.value.programmaticStreamSerializationAllowed = 1;
+    cu::CUlaunchConfig cfg{static_cast<unsigned>(args.seq_q),
+                           static_cast<unsigned>(args.heads_q),
+                           static_cast<unsigned>(varlen ? 1 : args.batch),
+                           kCombineThreads,
+                           1,
+                           1,
+                           static_cast<unsigned>(kCombineSharedBytes(k.spec->dsl.head_dim_v)),
+                           stream,
+                           &early,
+                           rt::combine_starts_early(*k.ctx, c) ? 1u : 0u};
+    rt::check_launch(d.cuLaunchKernelEx(&cfg, loaded.combine_function, launch.slots.data(), nullptr),
+                     "cuLaunchKernelEx(split-KV combine)", args.stream);
   }
   scratch.free();
 }

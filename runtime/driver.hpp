@@ -41,6 +41,7 @@ namespace flashjit::cu {
   X(cuLaunchKernel, "cuLaunchKernel",                                                                \
     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,     \
      void**, void**))                                                                                \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", (const CUlaunchConfig*, CUfunction, void**, void**))        \
   X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr*, size_t))                                             \
   X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                        \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void*, size_t))                             \

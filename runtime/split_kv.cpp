@@ -4,11 +4,19 @@
 #include <cmath>
 #include <vector>
 
+#include "compiler/kernel_template.hpp"
+#include "runtime/context.hpp"
+#include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "templates/common/forward_abi.hpp"
 #include "templates/fwd/plan.hpp"
 
 namespace flashjit::rt {
+
+bool combine_starts_early(const Context& ctx, const CompiledKernel& c) {
+  static const bool allowed = knob::get("FLASHJIT_PDL") == "auto";
+  return allowed && ctx.info.driver_version >= 12030 && combine_waits_on_device(sm_number(c.arch));
+}
 
 int auto_splits(const SplitInputs& in) {
   const int64_t slots = int64_t(std::max(in.sms, 1)) * std::max(in.ctas_per_sm, 1);
@@ -82,7 +90,8 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
     }
   }
   const char* why = args.num_splits != 0 ? " (given)" : bucket.splits > 0 ? " (tuned)" : " (automatic)";
-  f.note = ", " + (f.splits > 1 ? "split-KV into " + std::to_string(f.splits) + why : std::string("no split") + why) +
+  const char* combine = f.splits > 1 && combine_starts_early(ctx, *f.pick.compiled) ? ", combine launched early" : "";
+  f.note = ", " + (f.splits > 1 ? "split-KV into " + std::to_string(f.splits) + why + combine : std::string("no split") + why) +
            (f.group > 1 ? ", GQA packing " + std::to_string(f.group) : pack_note) + (varlen ? ", varlen" : "") + (paged ? ", paged K/V" : "");
   return f;
 }

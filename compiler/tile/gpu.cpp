@@ -32,6 +32,12 @@ void sync_warpgroup(Emitter& e, llvm::Value* group) {
                  {e.b.CreateAdd(group, e.c32(1)), e.c32(128)});
 }
 
+void launch_dependents(Emitter& e) {
+  inline_ptx(e, e.b.getVoidTy(), {}, "griddepcontrol.launch_dependents;", "~{memory}");
+}
+
+void wait_prerequisites(Emitter& e) { inline_ptx(e, e.b.getVoidTy(), {}, "griddepcontrol.wait;", "~{memory}"); }
+
 llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask) {
   // c = 0x1f: the whole warp is one segment (PTX ISA §9.7.8.6, "shfl.sync", operand c).
   return e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_shfl_sync_bfly_f32),

@@ -11,6 +11,14 @@ llvm::Value* grid_dim(Emitter& e, int axis);   // %nctaid.{x,y,z}
 void sync_threads(Emitter& e);                 // bar.sync 0
 // bar.sync 1 + group, 128: the 128 threads of warpgroup `group` (0 or 1) only (PTX ISA §9.7.13.1).
 void sync_warpgroup(Emitter& e, llvm::Value* group);
+// Programmatic dependent launch (PTX ISA, "griddepcontrol": sm_90, PTX 7.8).
+// launch_dependents: a grid launched after this one with programmatic stream serialization may
+// start once every CTA of this grid has issued it or exited — its CTAs become resident (and run
+// their prologue) while this grid's last CTAs finish. It makes nothing of this grid visible.
+void launch_dependents(Emitter& e);  // griddepcontrol.launch_dependents
+// wait_prerequisites: blocks until the grids this one depends on have completed and their memory
+// is visible; a no-op in a grid launched without that attribute.
+void wait_prerequisites(Emitter& e);  // griddepcontrol.wait
 // shfl.sync.bfly.b32 over the full warp (PTX ISA §9.7.8.6).
 llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask);
 // ex2.approx.ftz.f32: 2 ulp, flushes denormals; llvm.exp2 does not lower to it in LLVM 19.

@@ -43,6 +43,10 @@ struct ForwardParams {
 inline constexpr int kCombineThreads = 128;
 inline constexpr int kMaxSplits = 128;
 inline constexpr int kCombineSharedBytes(int d_v) { return 4 * (kMaxSplits + 2 * (kCombineThreads / 32) + (kCombineThreads / 32) * d_v); }
+// On sm_90 and newer the split kernel lets the combine grid start early and the combine waits on
+// the device for the partials (ForwardPlan::dependent_launch), so the runtime may launch it with
+// programmatic stream serialization: the one rule both sides read.
+inline constexpr bool combine_waits_on_device(int sm) { return sm >= 90; }
 // After these come the spec's params (i32 or f32, by slot) and its tensors (global pointers,
 // by slot): see runtime/launch.cpp. Kernels with a block map (BlockMapPolicy::needed) take two
 // more pointers last: the tile lists and their counts, written by the pre-pass kernel

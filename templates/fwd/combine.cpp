@@ -71,6 +71,7 @@ llvm::Function* emit_split_combine(llvm::Module& module, const ForwardPlan& plan
   };
   // Thread t holds split t's LSE (kMaxSplits = kCombineThreads: one each, loaded together).
   static_assert(kMaxSplits == kCombineThreads, "one split per combine thread");
+  if (plan.dependent_launch) tile::wait_prerequisites(e);  // the split kernel's partials, visible
   Value* has = B.CreateICmpSLT(tid, splits);
   Value* l_ptr = B.CreateGEP(e.f32(), fn->getArg(kParamPartialLse), at_split(B.CreateSelect(has, tid, e.c32(0))));
   Value* l = B.CreateSelect(has, B.CreateAlignedLoad(e.f32(), l_ptr, llvm::Align(4)), e.neg_inf());

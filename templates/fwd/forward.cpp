@@ -50,6 +50,7 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
     for (int i = 0; i < 3; ++i) strides_[t][i] = arg(kParamStrides + 3 * t + i);
   scale_log2_ = arg(kParamScaleLog2);
 
+  if (plan.dependent_launch) tile::launch_dependents(e_);
   tid_ = tile::thread_id(e_);
   warp_ = B.CreateLShr(tid_, 5);
   lane_ = B.CreateAnd(tid_, e_.c32(31));

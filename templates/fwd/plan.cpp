@@ -5,6 +5,7 @@
 
 #include "compiler/dsl/ast.hpp"
 #include "templates/common/arch_limits.hpp"
+#include "templates/common/forward_abi.hpp"
 
 namespace flashjit {
 
@@ -188,6 +189,7 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
   p.shared_bytes = p.smem.total + (p.smem_align > 1 ? p.smem_align : 0);
   p.last_tile_first = p.spec->mask && !target.split_kv && !target.varlen;
+  p.dependent_launch = target.split_kv && combine_waits_on_device(target.sm());
   p.producer = !producer_blocker(p);
   if (p.producer) {
     p.threads += 128;
@@ -242,7 +244,7 @@ std::string ForwardPlan::describe() const {
   if (producer) o << " +producer";
   if (last_tile_first) o << " +last-tile-first";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
-  if (target.split_kv) o << " +split";
+  if (target.split_kv) o << (dependent_launch ? " +split(dependent-launch)" : " +split");
   if (target.varlen) o << " +varlen";
   if (target.paged) o << " +paged" << (target.page_size ? std::to_string(target.page_size) : "");
   o << " " << config.str() << " threads=" << threads << " smem=" << shared_bytes << "B";

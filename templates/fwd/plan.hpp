@@ -46,6 +46,11 @@ struct ForwardPlan {
   // the last wave holds the shortest, not the longest (FlashAttention-2's causal schedule; +3–5% at
   // 4k–16k causal on the H200, docs/perf-notes.md §14). Masked, unsplit, not varlen launches.
   bool last_tile_first = false;
+  // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
+  // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
+  // waits for the partials (tile::launch_dependents / wait_prerequisites), so its launch and
+  // prologue overlap the split kernel's last CTAs instead of following them.
+  bool dependent_launch = false;
   // setmaxnreg's counts with a producer: the warpgroups' registers move within what the launch
   // allocated (65536 / threads, in multiples of 8: 168 at 384 threads), so
   // 128 · producer_registers + compute_threads · compute_registers ≤ threads · 168. A larger ask

@@ -10,9 +10,9 @@ namespace flashjit {
 namespace {
 
 // Bump a version whenever that template's generated code changes: its cached kernels then miss.
-constexpr const char* kForwardVersion = "fwd-20";
+constexpr const char* kForwardVersion = "fwd-21";
 constexpr const char* kBlockMapVersion = "map-5";
-constexpr const char* kCombineVersion = "combine-4";
+constexpr const char* kCombineVersion = "combine-5";
 
 class ForwardKernelPlan final : public KernelPlan {
  public:
