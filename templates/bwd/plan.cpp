@@ -71,7 +71,10 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
   TileConfig c = wide ? TileConfig{64, 128, 8, 2} : TileConfig{32, 128, 8, 2};
   // At d <= 64 with wgmma, 64 keys on one warpgroup (two CTAs per SM) measured 5–16% faster than 128
   // keys on two (docs/perf-notes.md §10, attempt 8).
-  if (d <= 64 && wgmma_for(target, 64, 4)) c = {64, 64, 4, 2};
+  // Without a score modifier, 128-query tiles in one stage: +5% at 16k and +1.5% at 4k over 64 in
+  // two, −2.4% at 1k causal (docs/perf-notes.md §16, §18); with one (its derivative's registers)
+  // the 128-query kernel spilled under ptxas 13.
+  if (d <= 64 && wgmma_for(target, 64, 4)) c = spec.score ? TileConfig{64, 64, 4, 2} : TileConfig{128, 64, 4, 1};
   // At d = 256 the wgmma dK kernel with a score modifier spills on 8 warps and not on 4.
   std::vector<TileConfig> order = {c, {c.block_m, c.block_n, c.num_warps, 1}, {32, 64, 4, 2}, {32, 64, 4, 1}};
   if (d > 192 && wgmma_for(target, 64, 4)) order.insert(order.begin(), TileConfig{32, 64, 4, 2});

@@ -125,11 +125,15 @@ TEST_CASE("pipeline: the backward issues dP under S's softmax where its register
   CHECK_FALSE(plan(64, sm80, {64, 64, 4, 2}).q.dp_early);
   CHECK_THAT(plan(64, sm90, {64, 64, 4, 2}).describe(), Catch::Contains("dP early"));
   CHECK_THAT(plan(128, sm90, {64, 128, 8, 2}).describe(), !Catch::Contains("dP early"));
-  // One warpgroup of 64 keys at d <= 64 with wgmma; sm_80 keeps 128 keys on 8 warps.
+  // One warpgroup of 64 keys at d <= 64 with wgmma, past 128-query tiles in one stage, or 64 in two
+  // with a score modifier (its derivative's registers); sm_80 keeps 128 keys on 8 warps.
   for (int d : {16, 64}) {
     const AnalyzedSpecPtr s = analyze_spec(spec_of(d));
-    CHECK(backward_heuristic(*s, sm90, nullptr).str() == "bm64_bn64_w4_s2");
+    CHECK(backward_heuristic(*s, sm90, nullptr).str() == "bm128_bn64_w4_s1");
     CHECK(backward_heuristic(*s, sm80, nullptr).str() == "bm64_bn128_w8_s2");
+    AttentionSpec capped = spec_of(d);
+    capped.score = "30 * tanh(score / 30)";
+    CHECK(backward_heuristic(*analyze_spec(capped), sm90, nullptr).str() == "bm64_bn64_w4_s2");
   }
 }
 
