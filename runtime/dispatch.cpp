@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "runtime/tuner.hpp"
+#include "templates/fwd/plan.hpp"
 #include "support/log.hpp"
 
 namespace flashjit::rt {
@@ -36,8 +37,13 @@ KernelDispatch::KernelDispatch(std::shared_ptr<Context> ctx, KernelSource source
 KernelDispatch::~KernelDispatch() = default;
 
 KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
-  // A given config, or autotune off: always the base kernel, no lookup, no lock.
-  if (!base_why_.empty()) return {base_, base_loaded_, &base_why_};
+  // A given config, or autotune off: the base kernel, no lookup, no lock; off, decode shapes
+  // have a row of their own.
+  if (!base_why_.empty()) {
+    if (!dispatch_.config_given)
+      if (std::optional<Choice> d = decode_choice(args)) return *d;
+    return {base_, base_loaded_, &base_why_};
+  }
   const autotune::TuningKey key = tuning_key(*source_.spec, args);
   const std::string bucket = key.bucket.str();
   {
@@ -50,6 +56,40 @@ KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
     if (auto it = buckets_.find(bucket); it != buckets_.end()) return it->second;
   }
   return choose(args, key);
+}
+
+std::optional<KernelDispatch::Choice> KernelDispatch::decode_choice(const ForwardArgs& args) const {
+  const int64_t group = args.heads_kv > 0 ? args.heads_q / args.heads_kv : 1;
+  std::string reason;
+  const std::optional<TileConfig> config =
+      forward_decode_heuristic(*source_.spec, source_.target, int64_t(args.seq_q) * group, &reason);
+  if (!config || autotune::same_config(*config, base_->config)) return std::nullopt;
+  const std::string name = config->str();
+  auto found = [&]() -> std::optional<Choice> {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    auto it = modules_.find(name);
+    if (it == modules_.end()) return std::nullopt;
+    return Choice{&it->second->m.compiled, &it->second->m.loaded, &it->second->m.compiled.config_reason};
+  };
+  if (std::optional<Choice> c = found()) return c;
+  if (stream_capturing(*ctx_, args.stream)) {
+    log::warn("forward: the decode kernel " + name + " is not loaded yet and the stream is capturing a CUDA graph: "
+              "this launch runs the table's " + base_->config.str() + " (run one call before capturing)");
+    return std::nullopt;
+  }
+  std::lock_guard<std::mutex> one_at_a_time(tune_mu_);
+  if (std::optional<Choice> c = found()) return c;
+  KernelRequest request;
+  request.target = source_.target;
+  request.config = *config;
+  auto l = std::make_unique<Loaded>();
+  l->ctx = ctx_;
+  l->m = compile_and_load(*ctx_, plan_kernel(source_.spec, request), source_.stages);
+  l->m.compiled.config_reason = reason + " (autotune off)";
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto it = modules_.emplace(name, std::move(l)).first;
+  log::info("decode shape of " + base_->key + ": config " + name + " (" + reason + ")");
+  return Choice{&it->second->m.compiled, &it->second->m.loaded, &it->second->m.compiled.config_reason};
 }
 
 KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form, void* stream) const {

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -59,6 +60,10 @@ class KernelDispatch {
  private:
   struct Loaded;
   Choice choose(const ForwardArgs& args, const autotune::TuningKey& key) const;
+  // Autotune off, a decode shape: the heuristic's decode config (forward_decode_heuristic), its
+  // module loaded on first use; nothing where the table's config serves, or while `args.stream`
+  // captures a graph and the module is not loaded yet (with a warning).
+  std::optional<Choice> decode_choice(const ForwardArgs& args) const;
   // The config for the bucket and why: a stored tuning, a tuning now, or the base's.
   // `*splits`: the tuning's split-KV count (0: automatic).
   TileConfig decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why, bool* memoise,

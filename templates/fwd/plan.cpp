@@ -95,6 +95,23 @@ TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std
   return c;
 }
 
+std::optional<TileConfig> forward_decode_heuristic(const AnalyzedSpec& spec, const Target& target, int64_t rows,
+                                                   std::string* reason) {
+  // Decode: a head's query rows (with its GQA group's, packed together) fill at most one 64-row
+  // tile, so the table's two warpgroups of 128 rows (d ≤ 128) compute mostly padding and give each
+  // SM half the CTAs. One warpgroup of 64 rows with the table's key tiles is what quick tuning
+  // picked at all six decode shapes of docs/perf-notes.md §17 (d = 128); measured on wgmma only.
+  const int d = std::max(spec.spec.head_dim_qk, spec.spec.head_dim_v);
+  if (rows > 64 || d <= 64 || d > 128) return std::nullopt;
+  const TileConfig table = forward_heuristic(spec, target, nullptr);
+  const TileConfig c{64, table.block_n, 4, table.num_stages};
+  if (forward_mma_kind(table, target) != "wgmma" || forward_mma_kind(c, target) != "wgmma") return std::nullopt;
+  if (reason)
+    *reason = "decode heuristic for d=" + std::to_string(d) + ", wgmma, " + std::to_string(rows) +
+              " query rows per K/V head: " + c.str();
+  return c;
+}
+
 std::optional<std::string> check_forward_shape(const TileConfig& c) {
   if (c.num_warps != 1 && c.num_warps != 2 && c.num_warps != 4 && c.num_warps != 8)
     return "num_warps must be 1, 2, 4 or 8 (a CTA of at most 256 threads)";

@@ -2,6 +2,7 @@
 // needs, with the limits checked first (a config that breaks one is rejected with the limit named).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -78,6 +79,12 @@ std::string forward_mma_kind(const TileConfig& config, const Target& target);
 
 // The heuristic table (FLASHJIT_AUTOTUNE=off), by head dim and by the instruction the target gets.
 TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason);
+
+// The heuristic's config for a decode launch, or nothing where the table's row serves: `rows` is
+// seq_q × the GQA group (the query rows one K/V head serves). FLASHJIT_AUTOTUNE=off only; tuning
+// searches these shapes itself.
+std::optional<TileConfig> forward_decode_heuristic(const AnalyzedSpec& spec, const Target& target, int64_t rows,
+                                                   std::string* reason);
 
 // Why this spec's forward cannot pack a GQA group's query heads into one CTA, or nothing: packed
 // rows hold several query heads, so neither the mask nor the score may read the query head `h`,

@@ -1,5 +1,6 @@
 // Split-KV's host side: the automatic split count (runtime/split_kv.cpp, FlashAttention-2's rule)
-// the check of ForwardArgs::num_splits, and the combine's equations on host data. The kernels are
+// the check of ForwardArgs::num_splits, the decode heuristic's config, and the combine's equations
+// on host data. The kernels are
 // tested on the GPU (tests/test_gpu_split_kv.cpp).
 #include <catch2/catch.hpp>
 
@@ -10,6 +11,7 @@
 #include "flashjit/reference.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/split_kv.hpp"
+#include "templates/fwd/plan.hpp"
 #include "tests/internal/launch_args.hpp"
 
 using namespace flashjit;
@@ -149,4 +151,29 @@ TEST_CASE("split-KV: the combine's equations merge key ranges into the unsplit a
         }
       }
     }
+}
+
+TEST_CASE("split-KV: with autotune off, decode shapes at 64 < d <= 128 take one warpgroup of 64 rows", "[split]") {
+  auto spec = [](int d) {
+    AttentionSpec s;
+    s.head_dim_qk = s.head_dim_v = d;
+    return analyze_spec(s);
+  };
+  const Target sm90{"sm_90a"}, sm80{"sm_80"};
+  Target sync = sm90;
+  sync.allow_wgmma = false;
+  std::string why;
+  for (int d : {72, 96, 128})
+    for (int64_t rows : {1, 4, 16, 64}) {
+      INFO("d=" << d << " rows " << rows);
+      const std::optional<TileConfig> c = forward_decode_heuristic(*spec(d), sm90, rows, &why);
+      REQUIRE(c);
+      CHECK(c->str() == "bm64_bn128_w4_s2");  // the table's 128-key tiles and stages, 4 warps
+      CHECK_THAT(why, Catch::Contains("decode heuristic") && Catch::Contains(std::to_string(rows) + " query rows"));
+    }
+  CHECK_FALSE(forward_decode_heuristic(*spec(128), sm90, 65, nullptr));  // more than a tile of rows: the table
+  CHECK_FALSE(forward_decode_heuristic(*spec(64), sm90, 1, nullptr));    // the table's row has 64 already
+  CHECK_FALSE(forward_decode_heuristic(*spec(256), sm90, 1, nullptr));   // not measured there
+  CHECK_FALSE(forward_decode_heuristic(*spec(128), sm80, 1, nullptr));   // mma.sync: the table
+  CHECK_FALSE(forward_decode_heuristic(*spec(128), sync, 1, nullptr));
 }
