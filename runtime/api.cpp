@@ -135,19 +135,19 @@ MapShape map_shape(const CompiledKernel& c, const ForwardArgs& a) {
   return {std::max<size_t>(size_t(tiles), 4), std::max<size_t>(size_t(maps * int64_t(q_tiles) * 4), 4)};
 }
 
-}  // namespace
-
-void Kernel::forward(const ForwardArgs& args) const {
-  const Impl& k = detail::Access::impl(*this, "forward");
-  rt::ForwardLaunch launch;
-  rt::pack_forward(*k.spec, args, launch);
+// Checks `args` as forward() does, then: whether the call has output rows, and if so the module it
+// launches — the shape bucket's kernel (tuned from the tuning cache or now, heuristic, or the given
+// config) in the packed and/or split form the shape takes (runtime/split_kv.hpp). Varlen and paged
+// calls take the bucket (and tuning) of the padded batch of their longest sequences.
+bool shape_of(const AnalyzedSpec& spec, const rt::Context& ctx, const rt::KernelDispatch& dispatch,
+              const ForwardArgs& args, const char* call, rt::ForwardLaunch& launch, rt::ForwardShape& shape) {
+  rt::pack_forward(spec, args, launch);
   {
-    rt::ContextGuard guard(*k.ctx);
-    rt::check_stream(*k.ctx, args.stream, "forward");  // before tuning or allocating on it
+    rt::ContextGuard guard(ctx);
+    rt::check_stream(ctx, args.stream, call);  // before tuning or allocating on it
   }
   const bool varlen = args.cu_seqlens_q != nullptr;
-  if (args.batch == 0 || args.seq_q == 0 || (varlen && args.max_seqlen_q == 0)) return;  // no output rows
-  // Varlen and paged: the bucket (and its tuning) of the padded batch of the longest sequences.
+  if (args.batch == 0 || args.seq_q == 0 || (varlen && args.max_seqlen_q == 0)) return false;
   ForwardArgs padded;
   const bool plain = !varlen && !args.block_table;
   if (!plain) {
@@ -156,10 +156,35 @@ void Kernel::forward(const ForwardArgs& args) const {
     padded.cu_seqlens_q = padded.cu_seqlens_kv = padded.block_table = padded.seqused_kv = nullptr;
     padded.page_size = padded.max_pages_per_seq = 0;
   }
-  // This shape bucket's kernel: tuned (tuning cache, or tuned now), heuristic, or the given config.
-  // Decode shapes: the packed and/or split form of it (runtime/split_kv.hpp).
-  const rt::ForwardShape shape =
-      rt::shape_forward(*k.dispatch, k.dispatch->select(plain ? args : padded), *k.spec, *k.ctx, args);
+  shape = rt::shape_forward(dispatch, dispatch.select(plain ? args : padded), spec, ctx, args);
+  return true;
+}
+
+// The launch as FLASHJIT_LOG=info logs it and describe_launch() says it.
+std::string launch_text(const rt::ForwardShape& shape, const ForwardArgs& args) {
+  const CompiledKernel& c = *shape.pick.compiled;
+  return c.key + " grid " + std::to_string(shape.q_tiles * shape.splits) + "x" + std::to_string(shape.heads_y) + "x" +
+         std::to_string(args.batch) + " block " + std::to_string(c.threads) + " smem " + std::to_string(c.shared_bytes) +
+         " config " + c.config.str() + " (" + *shape.pick.why + ")" +
+         (c.map_entry.empty() ? "" : args.block_map ? " + caller's block map" : " + block map built now") + shape.note;
+}
+
+}  // namespace
+
+std::string Kernel::describe_launch(const ForwardArgs& args) const {
+  const Impl& k = detail::Access::impl(*this, "describe_launch");
+  rt::ForwardLaunch launch;
+  rt::ForwardShape shape;
+  if (!shape_of(*k.spec, *k.ctx, *k.dispatch, args, "describe_launch", launch, shape)) return "no launch: the call has no output rows";
+  return launch_text(shape, args);
+}
+
+void Kernel::forward(const ForwardArgs& args) const {
+  const Impl& k = detail::Access::impl(*this, "forward");
+  rt::ForwardLaunch launch;
+  rt::ForwardShape shape;
+  if (!shape_of(*k.spec, *k.ctx, *k.dispatch, args, "forward", launch, shape)) return;  // no output rows
+  const bool varlen = args.cu_seqlens_q != nullptr;
   const rt::KernelDispatch::Choice& pick = shape.pick;
   const CompiledKernel& c = *pick.compiled;
   const rt::LoadedModule& loaded = *pick.loaded;
@@ -213,11 +238,7 @@ void Kernel::forward(const ForwardArgs& args) const {
   } else if (args.block_map) {
     throw Error(ErrorKind::usage, "forward: block_map given, but this kernel's mask has an exact closed form and no block map");
   }
-  if (log::enabled(log::Level::info))
-    log::info("launch " + c.key + " grid " + std::to_string(q_tiles * splits) + "x" + std::to_string(heads_y) + "x" +
-              std::to_string(args.batch) + " block " + std::to_string(c.threads) + " smem " +
-              std::to_string(c.shared_bytes) + " config " + c.config.str() + " (" + *pick.why + ")" +
-              (c.map_entry.empty() ? "" : own_map ? " + block map built now" : " + caller's block map") + shape.note);
+  if (log::enabled(log::Level::info)) log::info("launch " + launch_text(shape, args));
   grid_x = static_cast<unsigned>(q_tiles * splits);  // < 2^31: q_tiles < 2^31 / 16 and splits ≤ 128
   launch_on(loaded.function, "cuLaunchKernel(attention forward)");
   if (splits > 1) {

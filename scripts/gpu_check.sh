@@ -81,7 +81,7 @@ grep '^GPUCASE' "$T" | awk '{ for (i = 1; i <= NF; i++) if ($i == "PASS" || $i =
 grep '^SKIPPED' "$T" | head -20
 tail -4 "$T"
 echo "flashjit_tests exit $tests_rc"
-grep -E "^(===|spec|shape|kernel|verify|time|perf|exit|ran on|\\{)" "$R"
+grep -E "^(===|spec|shape|kernel|launch|verify|time|perf|exit|ran on|\\{)" "$R"
 status=0
 # 69: some test cases skipped (listed above as SKIPPED, e.g. no ptxas); the case count still holds.
 if [ "$tests_rc" -ne 0 ] && [ "$tests_rc" -ne 69 ]; then echo "CHECK FAILED: flashjit_tests exit $tests_rc"; status=1; fi

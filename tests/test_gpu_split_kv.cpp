@@ -98,3 +98,43 @@ TEST_CASE("gpu split-KV: prefill shapes split by hand, GQA packing and where it 
     CHECK(v.ok);
   }
 }
+
+TEST_CASE("gpu split-KV: describe_launch says what forward launches: the decode row, the split, the packing",
+          "[gpu][split]") {
+  REQUIRE_GPU_OR_SKIP();
+  Runtime rt = Runtime::create(0);
+  CompileOptions opts;
+  opts.autotune = "off";
+  // One query row of 4 query heads per K/V head, 8192 keys: the heuristic's decode row, packed
+  // and split (grid x = the split count, one 64-row tile per K/V head).
+  const Case c = Case::of(make_spec(DType::bf16, 128, 128, "causal_br"), 1, 8192, 1, 16, 4);
+  Kernel kernel = rt.compile(c.spec, opts);
+  std::unique_ptr<test::DeviceProblem> dp = test::upload_problem(rt, c, 1);
+  const std::string text = kernel.describe_launch(dp->args);
+  INFO(text);
+  const bool wgmma = rt.device().arch() == "sm_90a";
+  if (wgmma) {
+    CHECK_THAT(text, Catch::Contains("config bm64_bn128_w4_s2 (decode heuristic for d=128, wgmma, 4 query rows"));
+    CHECK(kernel.compiled().config.str() == "bm128_bn128_w8_s2");  // the base kernel stays the table's
+  }
+  CHECK_THAT(text, Catch::Contains("split-KV into") && Catch::Contains("(automatic)") &&
+                       Catch::Contains("GQA packing 4") && Catch::Contains(" block 128 "));
+  bool pdl = false;
+  for (const KnobInfo& k : knobs()) pdl = pdl || (k.name == "FLASHJIT_PDL" && k.value == "auto");
+  const bool early = pdl && rt.device().cc_major >= 9 && rt.device().driver_version >= 12030;
+  CHECK(early == (text.find("combine launched early") != std::string::npos));
+  // The forward it describes is right.
+  kernel.forward(dp->args);
+  rt.synchronize();
+  std::vector<uint16_t> out(dp->o.size() / 2);
+  std::vector<float> lse(dp->lse.size() / 4);
+  dp->o.download(out.data(), dp->o.size());
+  dp->lse.download(lse.data(), dp->lse.size());
+  const ref::Verdict v = ref::verify(dp->p, out, &lse);
+  INFO(v.message);
+  CHECK(v.ok);
+  // No output rows: nothing launched, and it says so.
+  ForwardArgs empty = dp->args;
+  empty.seq_q = 0;
+  CHECK(kernel.describe_launch(empty) == "no launch: the call has no output rows");
+}

@@ -195,6 +195,8 @@ bool run_one(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, Dev
     verdict = vd.message;
   }
   const double ms = rt.time_forward(kernel, d.args, 3, a.reps);
+  // The module the timed calls launched: the shape's tuned or decode config, split, packed.
+  const std::string launch = kernel.describe_launch(d.args);
   const double tflops = forward_flops(p) / (ms * 1e-3) / 1e12;
   const double kv_tbs = kv_bytes(p) / (ms * 1e-3) / 1e12;
   if (json) {
@@ -202,10 +204,12 @@ bool run_one(const Runtime& rt, const Kernel& kernel, const ref::Problem& p, Dev
     json->str("config_reason", ck.config_reason).integer("registers", kernel.registers());
     json->integer("spill_bytes", kernel.spill_bytes()).boolean("verified", !a.no_verify).boolean("ok", ok);
     json->str("verdict", verdict).num("ms", ms).num("tflops", tflops).num("kv_tb_per_s", kv_tbs);
+    json->str("launch", launch);
     return ok;
   }
   std::cout << "kernel   " << ck.key << " " << ck.description << " (" << ck.config_reason << "), " << kernel.registers()
             << " regs, " << kernel.spill_bytes() << " B local\n"
+            << "launch   " << launch << "\n"
             << "verify   " << verdict << "\n"
             << std::fixed << std::setprecision(3) << "time     " << ms << " ms (median)\n"
             << std::setprecision(1) << "perf     " << tflops << " TFLOP/s, " << std::setprecision(2) << kv_tbs

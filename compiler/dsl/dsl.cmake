@@ -52,5 +52,5 @@ if(FLASHJIT_BUILD_TESTS)
 
   # Bounded libFuzzer run (clang + ASan + UBSan) over the checked-in corpus; see fuzz/run.sh.
   add_test(NAME dsl_fuzz COMMAND bash ${PROJECT_SOURCE_DIR}/fuzz/run.sh ${PROJECT_BINARY_DIR}/fuzz)
-  set_tests_properties(dsl_fuzz PROPERTIES TIMEOUT 300 LABELS fuzz)
+  set_tests_properties(dsl_fuzz PROPERTIES TIMEOUT 600 LABELS fuzz)
 endif()

@@ -327,6 +327,11 @@ class FLASHJIT_API Kernel {
   int spill_bytes() const;    // local memory per thread, from the driver
   // Checks shapes, strides and alignment (Error(usage) naming the argument), then launches.
   void forward(const ForwardArgs& args) const;
+  // What forward(args) would launch, as FLASHJIT_LOG=info logs each launch: kernel key, grid,
+  // block, shared memory, tile config and why (tuned, heuristic, decode heuristic or given), the
+  // split-KV count, GQA packing, block map. Checks args as forward() does and decides the shape's
+  // bucket as forward() does (a tuning on first use may run); launches nothing.
+  std::string describe_launch(const ForwardArgs& args) const;
   // Runs the block-map pre-pass for these sizes/params/tensors on args.stream. Error(usage)
   // when the kernel has no block map (its mask has an exact closed form).
   BlockMap build_block_map(const ForwardArgs& args) const;
