@@ -180,13 +180,6 @@ void report_progress(const SearchOptions& options, const std::vector<Candidate>&
   *options.progress << line << "\n" << std::flush;
 }
 
-// A later candidate replaces the best only when it is faster by more than this fraction. Candidates
-// are timed in order of distance from the heuristic, so within the timing's noise the nearer config
-// stays and two tunings of a shape agree: at 1×32/8×32768 decode, 64- and 128-key tiles tied within
-// 1% and runs picked either, and the 64-key one is 10% slower on a cache of 16-row pages
-// (docs/perf-notes.md §19).
-constexpr double kTieMargin = 0.01;
-
 // 4. The result: the fastest measured config, else the heuristic default (said so).
 void summarize(SearchResult& r, const std::vector<Candidate>& all, const std::vector<Candidate>& selected,
                std::optional<size_t> best, const SearchOptions& options) {
@@ -263,7 +256,7 @@ SearchResult run_search(const SearchSpace& space, const SearchOptions& options, 
       break;
     }
     time_candidate(selected, i, cb, by_binary, r);
-    if (selected[i].m.ok && (!best || selected[i].m.median_ms < selected[*best].m.median_ms * (1 - kTieMargin))) best = i;
+    if (selected[i].m.ok && (!best || selected[i].m.median_ms < selected[*best].m.median_ms)) best = i;
     if (options.progress) report_progress(options, selected, i, best, clock() - start, printing);
   }
   r.elapsed_s = clock() - start;
