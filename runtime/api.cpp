@@ -255,7 +255,7 @@ void Kernel::forward(const ForwardArgs& args) const {
                            static_cast<unsigned>(kCombineSharedBytes(k.spec->dsl.head_dim_v)),
                            stream,
                            &early,
-                           rt::combine_starts_early(*k.ctx, c) ? 1u : 0u};
+                           shape.combine_early ? 1u : 0u};
     rt::check_launch(d.cuLaunchKernelEx(&cfg, loaded.combine_function, launch.slots.data(), nullptr),
                      "cuLaunchKernelEx(split-KV combine)", args.stream);
   }

@@ -13,10 +13,18 @@
 
 namespace flashjit::rt {
 
+namespace {
+
+// Whether the split-KV combine of kernel `c` is launched with programmatic stream serialization
+// (FLASHJIT_PDL=auto): its module waits for the partials on the device (combine_waits_on_device
+// for c's arch) and the driver is CUDA 12.3 or newer, the first to keep that dependency when a
+// stream is captured into a graph.
 bool combine_starts_early(const Context& ctx, const CompiledKernel& c) {
   static const bool allowed = knob::get("FLASHJIT_PDL") == "auto";
   return allowed && ctx.info.driver_version >= 12030 && combine_waits_on_device(sm_number(c.arch));
 }
+
+}  // namespace
 
 int auto_splits(const SplitInputs& in) {
   const int64_t slots = int64_t(std::max(in.sms, 1)) * std::max(in.ctas_per_sm, 1);
@@ -90,7 +98,8 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
     }
   }
   const char* why = args.num_splits != 0 ? " (given)" : bucket.splits > 0 ? " (tuned)" : " (automatic)";
-  const char* combine = f.splits > 1 && combine_starts_early(ctx, *f.pick.compiled) ? ", combine launched early" : "";
+  f.combine_early = f.splits > 1 && combine_starts_early(ctx, *f.pick.compiled);
+  const char* combine = f.combine_early ? ", combine launched early" : "";
   f.note = ", " + (f.splits > 1 ? "split-KV into " + std::to_string(f.splits) + why + combine : std::string("no split") + why) +
            (f.group > 1 ? ", GQA packing " + std::to_string(f.group) : pack_note) + (varlen ? ", varlen" : "") + (paged ? ", paged K/V" : "");
   return f;

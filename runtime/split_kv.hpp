@@ -28,17 +28,14 @@ int auto_splits(const SplitInputs& in);
 // unpacked tiles are less than 90% as full as the packed ones (decode: seq_q of 1 fills 1 row of 64).
 bool pack_gqa_pays(int64_t seq_q, int64_t group, int block_m);
 
-// Whether the split-KV combine of kernel `c` is launched with programmatic stream serialization
-// (FLASHJIT_PDL=auto): its module waits for the partials on the device (combine_waits_on_device
-// for c's arch) and the driver is CUDA 12.3 or newer, the first to keep that dependency when a
-// stream is captured into a graph.
-bool combine_starts_early(const Context& ctx, const CompiledKernel& c);
-
 // A forward launch's kernel and grid.
 struct ForwardShape {
   KernelDispatch::Choice pick;  // the module to launch (the bucket's, or its packed/split form)
   int group = 1;                // query heads packed per CTA
   int splits = 1;
+  // Split: the combine is launched with programmatic stream serialization (FLASHJIT_PDL=auto, the
+  // module waits for the partials on the device, driver 12.3+).
+  bool combine_early = false;
   int64_t heads_y = 0;          // grid y: heads_q, or heads_kv when packed
   int64_t q_tiles = 0;          // block_m-row tiles of a (packed) head; grid x = q_tiles · splits
   std::string note;             // for FLASHJIT_LOG=info: ", split-KV into 4 (automatic), GQA packing 4"
