@@ -87,6 +87,30 @@ TEST_CASE("search full: every config enumerated once, pruned ones carry their re
   for (auto& [name, n] : gpu.timed) CHECK(n == 1);
 }
 
+TEST_CASE("search: a later config replaces the best only when more than 1% faster, so ties keep the nearer one",
+          "[autotune][search]") {
+  for (double later : {0.995, 0.98}) {
+    FakeGpu gpu;
+    // The heuristic bm64_bn64_w4_s2 takes 1 ms; bm64_bn128_w4_s2, timed after it, `later` ms; the
+    // rest are slower.
+    gpu.behave = [later](const TileConfig& c) {
+      Measurement m;
+      m.ok = true;
+      const std::string name = config_name(c);
+      const double t = name == "bm64_bn64_w4_s2" ? 1.0 : name == "bm64_bn128_w4_s2" ? later : 2.0;
+      m.median_ms = t, m.p20_ms = t, m.p80_ms = t;
+      m.binary_hash = name;
+      return m;
+    };
+    SearchResult r = run_search(kSpace, gpu.options(TuneMode::full), gpu.callbacks());
+    INFO("later " << later);
+    REQUIRE(r.measured);
+    CHECK(config_name(r.best) == (later > 0.99 ? "bm64_bn64_w4_s2" : "bm64_bn128_w4_s2"));
+    if (later > 0.99) CHECK_THAT(r.summary, Catch::Contains("kept over bm64_bn128_w4_s2") && Catch::Contains("tie margin"));
+    else CHECK_THAT(r.summary, !Catch::Contains("kept over"));
+  }
+}
+
 TEST_CASE("search: failing configs are infinitely slow, listed with their reason, never thrown", "[autotune][search]") {
   FakeGpu gpu;
   auto normal = gpu.behave;
