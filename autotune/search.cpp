@@ -182,10 +182,8 @@ void report_progress(const SearchOptions& options, const std::vector<Candidate>&
 
 // A later candidate replaces the best only when it is faster by more than this fraction. Candidates
 // are timed in order of distance from the heuristic, so within the timing's noise the nearer config
-// stays and two tunings of a shape agree. A tie on one layout need not be a tie on another: at
-// 1×32/8×32768 decode, 64- and 128-key tiles time within 1% on a contiguous cache, and the 64-key
-// one is 10% slower on a cache of 16-row pages, which takes the contiguous bucket's pick
-// (docs/perf-notes.md §19).
+// stays and two tunings of a shape agree (at 1×32/8×32768 decode, 64- and 128-key tiles time within
+// 1% of each other; docs/perf-notes.md §19–§20).
 constexpr double kTieMargin = 0.01;
 
 // 4. The result: the fastest measured config, else the heuristic default (said so).

@@ -64,7 +64,8 @@ ShapeBucket ShapeBucket::of(int64_t batch, int64_t heads_q, int64_t seq_q, int64
 
 std::string ShapeBucket::str() const {
   return "sq" + std::to_string(seq_q) + "_skv" + std::to_string(seq_kv) + "_bh" + std::to_string(batch_heads) + "_d" +
-         std::to_string(d_qk) + "x" + std::to_string(d_v) + (group > 1 ? "_g" + std::to_string(group) : "");
+         std::to_string(d_qk) + "x" + std::to_string(d_v) + (group > 1 ? "_g" + std::to_string(group) : "") +
+         (page_size > 0 ? "_p" + std::to_string(page_size) : "");
 }
 
 std::string TuningKey::str() const { return spec_hash + "/" + bucket.str(); }

@@ -48,10 +48,15 @@ struct ShapeBucket {
   int64_t seq_q = 0, seq_kv = 0, batch_heads = 0;
   int d_qk = 0, d_v = 0;
   int64_t group = 1;
+  // A paged K/V cache's page size (rows); 0: contiguous K/V. Paged launches are tuned on pages of
+  // their size laid out as a serving allocator leaves them (shuffled): which key tile is fastest
+  // differs between a contiguous cache and 16-row pages (docs/perf-notes.md §20).
+  int page_size = 0;
   bool operator==(const ShapeBucket&) const = default;
   static ShapeBucket of(int64_t batch, int64_t heads_q, int64_t seq_q, int64_t seq_kv, int d_qk, int d_v,
                         int64_t heads_kv = 0);
-  std::string str() const;  // "sq4096_skv4096_bh64_d128x128", with "_g4" appended for a group of 4
+  // "sq4096_skv4096_bh64_d128x128", with "_g4" appended for a group of 4 and "_p16" for 16-row pages
+  std::string str() const;
 };
 
 struct TuningKey {

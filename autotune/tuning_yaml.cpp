@@ -43,6 +43,7 @@ void emit_body(YAML::Emitter& y, const TuningFile& f) {
       << b.seq_q << YAML::Key << "seq_kv" << YAML::Value << b.seq_kv << YAML::Key << "batch_heads" << YAML::Value
       << b.batch_heads << YAML::Key << "d_qk" << YAML::Value << b.d_qk << YAML::Key << "d_v" << YAML::Value << b.d_v;
     if (b.group > 1) y << YAML::Key << "group" << YAML::Value << b.group;
+    if (b.page_size > 0) y << YAML::Key << "page_size" << YAML::Value << b.page_size;
     y << YAML::EndMap;
     y << YAML::Key << "best" << YAML::Value;
     emit_config(y, e.best);
@@ -125,6 +126,10 @@ struct Reader {
                       positive(b, "d_qk", cb), positive(b, "d_v", cb)};
       // Optional: buckets of one query head per K/V head carry none (and read the same as before).
       if (b["group"]) r.key.bucket.group = positive(b, "group", cb);
+      if (b["page_size"]) {  // paged buckets only
+        r.key.bucket.page_size = positive(b, "page_size", cb);
+        if (r.key.bucket.page_size % 16) fail(cb + ".page_size " + std::to_string(r.key.bucket.page_size) + " is not a multiple of 16");
+      }
       TuningEntry& e = r.entry;
       e.spec_name = get<std::string>(n, "spec_name", c);
       e.best = config(need(n, "best", c), c + ".best");

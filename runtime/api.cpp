@@ -138,7 +138,8 @@ MapShape map_shape(const CompiledKernel& c, const ForwardArgs& a) {
 // Checks `args` as forward() does, then: whether the call has output rows, and if so the module it
 // launches — the shape bucket's kernel (tuned from the tuning cache or now, heuristic, or the given
 // config) in the packed and/or split form the shape takes (runtime/split_kv.hpp). Varlen and paged
-// calls take the bucket (and tuning) of the padded batch of their longest sequences.
+// calls take the bucket (and tuning) of the padded batch of their longest sequences; paged ones,
+// that batch on a cache of their page size (ForwardArgs::page_size, kept for the bucket).
 bool shape_of(const AnalyzedSpec& spec, const rt::Context& ctx, const rt::KernelDispatch& dispatch,
               const ForwardArgs& args, const char* call, rt::ForwardLaunch& launch, rt::ForwardShape& shape) {
   rt::pack_forward(spec, args, launch);
@@ -154,7 +155,7 @@ bool shape_of(const AnalyzedSpec& spec, const rt::Context& ctx, const rt::Kernel
     padded = args;
     if (varlen) padded.seq_q = args.max_seqlen_q, padded.seq_kv = args.max_seqlen_kv;
     padded.cu_seqlens_q = padded.cu_seqlens_kv = padded.block_table = padded.seqused_kv = nullptr;
-    padded.page_size = padded.max_pages_per_seq = 0;
+    padded.max_pages_per_seq = 0;
   }
   shape = rt::shape_forward(dispatch, dispatch.select(plain ? args : padded), spec, ctx, args);
   return true;

@@ -44,7 +44,7 @@ KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
       if (std::optional<Choice> d = decode_choice(args)) return *d;
     return {base_, base_loaded_, &base_why_};
   }
-  const autotune::TuningKey key = tuning_key(*source_.spec, args);
+  const autotune::TuningKey key = tuning_key(*source_.spec, args, /*backward=*/false, int(args.page_size));
   const std::string bucket = key.bucket.str();
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
@@ -154,6 +154,7 @@ TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::Tunin
     TuneJob job;
     job.source = source_;
     job.shape = args;
+    job.page_size = int(args.page_size);
     job.mode = mode_;
     job.deadline_s = dispatch_.tune_deadline_s;
     job.progress = &std::cerr;

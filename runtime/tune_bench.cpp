@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "flashjit/reference.hpp"
 #include "runtime/driver.hpp"
@@ -94,6 +95,32 @@ std::vector<BufferArg> job_tensors(const Runtime& runtime, const TuneJob& job, s
     keep.push_back(std::move(b));
   }
   return tensors;
+}
+
+PagedLayout PagedLayout::of(const ProblemShape& s, int page_size) {
+  PagedLayout l;
+  l.page_size = page_size;
+  l.per_seq = (s.seq_kv + page_size - 1) / page_size;
+  const int64_t pages = s.batch * l.per_seq;
+  l.table.resize(size_t(pages));
+  for (int64_t i = 0; i < pages; ++i) l.table[size_t(i)] = int32_t(i);
+  uint64_t x = 0x2545F4914F6CDD1Dull;  // a fixed shuffle (Fisher–Yates): every tuning sees the same one
+  for (int64_t i = pages - 1; i > 0; --i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::swap(l.table[size_t(i)], l.table[size_t(x % uint64_t(i + 1))]);
+  }
+  return l;
+}
+
+std::vector<uint16_t> PagedLayout::pool(const std::vector<uint16_t>& rows, const ProblemShape& s, int64_t dim) const {
+  const int64_t row = s.heads_kv * dim;  // elements of one key position (all K/V heads)
+  std::vector<uint16_t> out(size_t(s.batch * per_seq * page_size * row), 0);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t n = 0; n < s.seq_kv; ++n) {
+      const int64_t page = table[size_t(b * per_seq + n / page_size)];
+      std::copy_n(rows.begin() + (b * s.seq_kv + n) * row, row, out.begin() + (page * page_size + n % page_size) * row);
+    }
+  return out;
 }
 
 DeviceBuffer alloc_l2_flush(const Runtime& runtime, const DeviceInfo& info) {
@@ -266,20 +293,38 @@ void TuneBench::setup() {
   const AttentionSpec& spec = job_.source.spec->spec;
   const int64_t dqk = spec.head_dim_qk, dv = spec.head_dim_v;
   const TensorSizes n = TensorSizes::of(job_);
-  const size_t nq = n.q, nk = n.k, nv = n.v, no = n.o, nlse = n.lse;
+  // Paged: K and V as page pools in the order of a shuffled block table, one table for every set.
+  std::optional<PagedLayout> paged;
+  std::vector<uint16_t> pool_k, pool_v;
+  DeviceBuffer table;
+  if (job_.page_size > 0) {
+    paged = PagedLayout::of(j, job_.page_size);
+    pool_k = paged->pool(problem_.k, j, dqk), pool_v = paged->pool(problem_.v, j, dv);
+    table = runtime_.alloc(paged->table.size() * 4);
+    table.upload(paged->table.data(), paged->table.size() * 4);
+  }
+  const size_t nq = n.q, nk = paged ? pool_k.size() : n.k, nv = paged ? pool_v.size() : n.v, no = n.o, nlse = n.lse;
+  const uint16_t* k_host = paged ? pool_k.data() : problem_.k.data();
+  const uint16_t* v_host = paged ? pool_v.data() : problem_.v.data();
   const size_t set_bytes = 2 * (nq + nk + nv + no) + 4 * nlse;
   const size_t n_sets = input_set_count(set_bytes, ctx_->info);
   for (size_t s = 0; s < n_sets; ++s) {
     DeviceBuffer q = runtime_.alloc(nq * 2), k = runtime_.alloc(nk * 2), v = runtime_.alloc(nv * 2),
                  o = runtime_.alloc(no * 2), lse = runtime_.alloc(nlse * 4);
     q.upload(problem_.q.data(), nq * 2);
-    k.upload(problem_.k.data(), nk * 2);
-    v.upload(problem_.v.data(), nv * 2);
+    k.upload(k_host, nk * 2);
+    v.upload(v_host, nv * 2);
     ForwardArgs a;
     static_cast<ProblemShape&>(a) = j;
     a.q = bshd(q.data(), j.seq_q, j.heads_q, dqk);
-    a.k = bshd(k.data(), j.seq_kv, j.heads_kv, dqk);
-    a.v = bshd(v.data(), j.seq_kv, j.heads_kv, dv);
+    const int64_t kv_rows = paged ? paged->page_size : j.seq_kv;  // a pool's "sequence" is a page
+    a.k = bshd(k.data(), kv_rows, j.heads_kv, dqk);
+    a.v = bshd(v.data(), kv_rows, j.heads_kv, dv);
+    if (paged) {
+      a.block_table = static_cast<int32_t*>(table.data());
+      a.page_size = paged->page_size;
+      a.max_pages_per_seq = paged->per_seq;
+    }
     a.o = bshd(o.data(), j.seq_q, j.heads_q, dv);
     a.lse = static_cast<float*>(lse.data());
     a.params = job_.params;
@@ -298,6 +343,7 @@ void TuneBench::setup() {
       buffers_.push_back(std::move(b));
     }
   for (ForwardArgs& a : sets_) a.buffers = tensors;
+  if (paged) buffers_.push_back(std::move(table));
   flush_ = alloc_l2_flush(runtime_, ctx_->info);
   log::debug("autotune: " + std::to_string(n_sets) + " input sets of " + std::to_string(set_bytes) +
              " bytes, L2 flush " + std::to_string(flush_.size()) + " bytes");

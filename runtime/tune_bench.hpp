@@ -70,6 +70,17 @@ struct TensorSizes {
   size_t q = 0, k = 0, v = 0, o = 0, lse = 0;
   static TensorSizes of(const TuneJob& job);
 };
+// A paged K/V cache for tuning (TuneJob::page_size): a block table of every sequence's pages in a
+// fixed shuffled order, as a serving allocator hands pages out, and the pools in that layout.
+struct PagedLayout {
+  int page_size = 0;
+  int64_t per_seq = 0;         // pages a sequence of seq_kv keys takes (max_pages_per_seq)
+  std::vector<int32_t> table;  // [batch, per_seq]
+  static PagedLayout of(const ProblemShape& s, int page_size);
+  // The page pool [batch · per_seq, page_size, heads_kv, dim] of `rows` ([batch, seq_kv, heads_kv,
+  // dim]); rows of a last page past seq_kv are zeros.
+  std::vector<uint16_t> pool(const std::vector<uint16_t>& rows, const ProblemShape& s, int64_t dim) const;
+};
 // Enough input sets of `set_bytes` that one round over them exceeds the L2 (each launch then
 // starts cold even without the flush): at least 2, at most 32 and 8 GiB.
 size_t input_set_count(size_t set_bytes, const DeviceInfo& info);

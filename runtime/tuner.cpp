@@ -96,12 +96,14 @@ TuneMode tune_mode(const std::optional<std::string>& value) {
   return autotune::parse_tune_mode(value ? *value : knob::get("FLASHJIT_AUTOTUNE"));
 }
 
-autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s, bool backward) {
+autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s, bool backward, int page_size) {
   // The backward template's version ("bwd-7") leads its keys: a tuning timed on other backward
   // kernels (which configs fuse dQ, for one) is not reused.
   const std::string name = backward ? find_template("attention_bwd").version + "-" + spec.spec_hash : spec.spec_hash;
-  return {name, autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
-                                          spec.spec.head_dim_v, s.heads_kv)};
+  autotune::ShapeBucket bucket = autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
+                                                          spec.spec.head_dim_v, s.heads_kv);
+  bucket.page_size = page_size;
+  return {name, bucket};
 }
 
 autotune::SearchSpace search_space_for(const AnalyzedSpec& spec, const KernelTemplate& kernel_template) {
@@ -151,7 +153,7 @@ TuneOutcome tune_shape(const std::shared_ptr<Context>& ctx, const TuneJob& job) 
   const AnalyzedSpec& spec = *job.source.spec;
   TuneOutcome out;
   out.gpu = autotune::gpu_identity(ctx->info);
-  out.key = tuning_key(spec, job.shape, job.backward);
+  out.key = tuning_key(spec, job.shape, job.backward, job.page_size);
   out.heuristic = kernel_template.heuristic(spec, job.source.target, nullptr);
   std::unique_ptr<CandidateBench> bench = job.backward ? make_backward_bench(runtime, ctx, job)
                                                        : std::make_unique<TuneBench>(runtime, ctx, job);

@@ -23,7 +23,9 @@ autotune::TuneMode tune_mode(const std::optional<std::string>& value = std::null
 // The backward's tunings are filed under "<backward template version>-<spec hash>" ("bwd-7-…"): a
 // flashjit that knows no backward tunings never mistakes one for a forward's, and a new version of
 // the backward's kernels is tuned afresh.
-autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& shape, bool backward = false);
+// `page_size`: a forward on a paged K/V cache of that many rows per page (0: contiguous).
+autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& shape, bool backward = false,
+                               int page_size = 0);
 
 // "tuned <date> (<mode>, <ms> ms median for bucket <bucket>)": why a bucket runs a tuned config.
 std::string tuned_reason(const std::string& date, const std::string& mode, double median_ms, const std::string& bucket);
@@ -51,6 +53,9 @@ struct TuneJob {
   std::vector<BufferArg> buffers;
   bool store = true;                  // write the result to the tuning cache
   int reps = 0;                       // timed launches per config; 0 → 10 (quick) / 20 (full)
+  // The forward on a paged K/V cache of this many rows per page (0: contiguous): the candidates
+  // read K and V through a block table of shuffled pages, and the result has a bucket of its own.
+  int page_size = 0;
 };
 
 struct TuneOutcome {

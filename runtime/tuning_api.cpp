@@ -93,6 +93,12 @@ TuneReport tune(const Runtime& runtime, const AttentionSpec& spec, const Problem
   job.store = o.store;
   job.reps = o.reps;
   job.backward = o.backward;
+  if (o.page_size < 0 || o.page_size % 16 != 0 || o.page_size > (1 << 20))
+    throw Error(ErrorKind::usage, "TuneOptions::page_size " + std::to_string(o.page_size) +
+                                      " is not allowed; use 0 (contiguous K/V) or a positive multiple of 16 (at most 2^20)");
+  if (o.page_size && o.backward)
+    throw Error(ErrorKind::usage, "TuneOptions::page_size applies to the forward; the backward reads contiguous K/V");
+  job.page_size = o.page_size;
   const rt::TuneOutcome out = rt::tune_shape(detail::Access::context(runtime, "tune"), job);
   TuneReport r;
   r.shape = shape;
@@ -128,10 +134,10 @@ std::string tune_reports_json(const std::vector<TuneReport>& reports) {
 }
 
 std::optional<TileConfig> stored_tuning(const Runtime& runtime, const AttentionSpec& spec, const ProblemShape& shape,
-                                        bool backward) {
+                                        bool backward, int page_size) {
   const AnalyzedSpecPtr a = analyze_spec(spec);
   const DeviceInfo& info = detail::Access::context(runtime, "stored_tuning")->info;
-  if (std::optional<autotune::TuningEntry> e = rt::lookup_tuning(info, *a, rt::tuning_key(*a, shape, backward)))
+  if (std::optional<autotune::TuningEntry> e = rt::lookup_tuning(info, *a, rt::tuning_key(*a, shape, backward, page_size)))
     return e->best;
   return std::nullopt;
 }

@@ -63,8 +63,18 @@ TEST_CASE("tune: the tune command checks usage and the spec before the GPU, and 
   auto bad_shapes = run(spec + " --shapes 4x16x4096");
   CHECK(bad_shapes.code == 2);
   CHECK_THAT(bad_shapes.output, Catch::Contains("'4x16x4096' is not BxHxSqxSkv"));
-  for (const char* bad : {"4x16x4096x0", "4x16xAx4096", "4x16x4096x4096x2", "4x16x4096x4096,", ""})
+  for (const char* bad : {"4x16x4096x0", "4x16xAx4096", "4x16x4096x4096x2", "4x16x4096x4096,", "", "1x32/5x1x64",
+                          "1x32/0x1x64", "1x32/x1x64", "1/2x32x1x64", "1x32x1x64/2"})
     CHECK(run(spec + " --shapes '" + bad + "'").code == 2);
+  // --paged: the forward on a paged cache; a page is a multiple of 16 rows, and the backward reads
+  // contiguous K/V (checked before a GPU is looked for: exit 2 here, with or without one).
+  for (const char* bad : {"--paged 24", "--paged 0", "--paged -16", "--paged 16 --backward"}) {
+    auto r = run(spec + " --shapes 1x32/8x1x4096 " + bad);
+    INFO(bad << "\n" << r.output);
+    CHECK(r.code == 2);
+  }
+  CHECK_THAT(run(spec + " --shapes 1x32/8x1x4096 --paged 24").output, Catch::Contains("multiple of 16"));
+  CHECK_THAT(run(spec + " --shapes 1x32/8x1x4096 --paged 16 --backward").output, Catch::Contains("--backward"));
   CHECK(run(spec + " --shapes=1x1x64x64 --mode fast").code == 2);
   CHECK(run(spec + " --shapes 1x1x64x64 --deadline -1").code == 2);
   CHECK(run(spec + " --shapes 1x1x64x64 --frobnicate").code == 2);
@@ -78,6 +88,7 @@ TEST_CASE("tune: the tune command checks usage and the spec before the GPU, and 
     CHECK_THAT(r.output, Catch::Contains("nothing ran"));
     // The \xC3\x97 sign works as the separator too.
     CHECK(run(spec + " --shapes 1\xC3\x97" "2\xC3\x97" "128\xC3\x97" "128").code == 69);
+    CHECK(run(spec + " --shapes 1x32/8x1x4096 --paged 16").code == 69);  // grouped heads, a paged cache: valid
   }
 }
 
@@ -177,6 +188,61 @@ TEST_CASE("tune: a decode shape's split-KV count is swept for the winner and sto
     const std::string n = told.substr(0, told.find(' '));
     CHECK_THAT(text, Catch::Contains("num_splits: " + n + "\n"));
   }
+}
+
+TEST_CASE("tune: a paged shape is tuned on shuffled pages under a bucket of its own, which paged forwards use",
+          "[tune][gpu][paged]") {
+  REQUIRE_GPU_OR_SKIP();
+  ScopedCacheDir cache;
+  Runtime rt = Runtime::create(0);
+  TuneOptions options;
+  options.mode = "quick";
+  options.reps = 5;
+  options.page_size = 16;
+  AttentionSpec spec = small_spec("none");
+  spec.name = "tune_paged";
+  ProblemShape s;  // decode, 4 query heads per K/V head
+  s.batch = 2, s.heads_q = 8, s.heads_kv = 2, s.seq_q = 1, s.seq_kv = 3000;
+  TuneReport o = tune(rt, spec, s, options);
+  INFO(o.summary << "\n" << o.search_json);
+  REQUIRE(o.found);
+  CHECK(o.stored);
+  CHECK_THAT(o.bucket, Catch::EndsWith("_g4_p16"));
+  CHECK_THAT(o.search_json, !Catch::Contains("wrong output"));  // every candidate read the pages right
+  std::optional<TileConfig> stored = stored_tuning(rt, spec, s, false, 16);
+  REQUIRE(stored);
+  CHECK(stored->str() == o.best.str());
+  CHECK_FALSE(stored_tuning(rt, spec, s));  // the contiguous bucket is another one, not tuned here
+  CHECK_FALSE(stored_tuning(rt, spec, s, false, 32));
+
+  // A paged forward of that bucket takes the entry: no tuning, one lookup, the tuned config.
+  CompileOptions opts;
+  opts.autotune = "quick";
+  opts.tune_on_first_use = true;
+  Kernel k = rt.compile(spec, opts);
+  const int64_t per_seq = (s.seq_kv + 15) / 16, d = 64;
+  DeviceBuffer q = rt.alloc(size_t(s.batch * s.heads_q * d) * 2), out = rt.alloc(size_t(s.batch * s.heads_q * d) * 2);
+  DeviceBuffer pool_k = rt.alloc(size_t(s.batch * per_seq * 16 * s.heads_kv * d) * 2), pool_v = rt.alloc(pool_k.size());
+  DeviceBuffer table = rt.alloc(size_t(s.batch * per_seq) * 4);
+  std::vector<int32_t> ids(size_t(s.batch * per_seq));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(ids.size() - 1 - i);
+  table.upload(ids.data(), ids.size() * 4);
+  q.fill_bytes(0), pool_k.fill_bytes(0), pool_v.fill_bytes(0);
+  ForwardArgs a;
+  static_cast<ProblemShape&>(a) = s;
+  a.q = bshd(q.data(), 1, s.heads_q, d), a.o = bshd(out.data(), 1, s.heads_q, d);
+  a.k = bshd(pool_k.data(), 16, s.heads_kv, d), a.v = bshd(pool_v.data(), 16, s.heads_kv, d);
+  a.block_table = static_cast<const int32_t*>(table.data());
+  a.page_size = 16, a.max_pages_per_seq = per_seq;
+  const CacheStats s0 = cache_stats();
+  const std::string launch = k.describe_launch(a);
+  k.forward(a);
+  rt.synchronize();
+  const CacheStats s1 = cache_stats();
+  INFO(launch);
+  CHECK(s1.tunes == s0.tunes);
+  CHECK(s1.tuning_cache_hits == s0.tuning_cache_hits + 1);
+  CHECK_THAT(launch, Catch::Contains("config " + o.best.str()) && Catch::Contains("bucket " + o.bucket));
 }
 
 TEST_CASE("tune: a compile-cache hit on the second Runtime::compile avoids LLVM", "[tune][gpu]") {

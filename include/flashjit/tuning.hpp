@@ -26,6 +26,11 @@ struct TuneOptions {
   // pre-pass) instead of the forward's; filed under the key "bwd-<n>-<spec hash>/<bucket>", n the
   // backward kernels' version (a new version is tuned afresh).
   bool backward = false;
+  // Tune the forward on a paged K/V cache of this many rows per page (a positive multiple of 16;
+  // 0: contiguous K/V): the candidates read K and V through a block table of shuffled pages, and
+  // the winner is filed under the bucket with "_p<page_size>", which Kernel::forward looks up for
+  // calls with that page size.
+  int page_size = 0;
 };
 
 // What one tuning found. Times are medians of CUDA-event timings, in milliseconds (-1: not timed).
@@ -57,9 +62,10 @@ FLASHJIT_API TuneReport tune(const Runtime& runtime, const AttentionSpec& spec, 
 FLASHJIT_API std::string tune_reports_json(const std::vector<TuneReport>& reports);
 
 // The stored tuning of this spec for the shape's bucket on the runtime's device, if any (of the
-// backward's configs with `backward`).
+// backward's configs with `backward`; of the forward on a paged cache of `page_size` rows per page).
 FLASHJIT_API std::optional<TileConfig> stored_tuning(const Runtime& runtime, const AttentionSpec& spec,
-                                                     const ProblemShape& shape, bool backward = false);
+                                                     const ProblemShape& shape, bool backward = false,
+                                                     int page_size = 0);
 
 // What this process's caches and tuner did since it started.
 struct CacheStats {

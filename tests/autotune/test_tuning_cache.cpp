@@ -51,6 +51,11 @@ TEST_CASE("shape buckets round sequence lengths and batch x heads up to powers o
   CHECK_FALSE(packed == ShapeBucket::of(1, 32, 1, 32768, 128, 128, 32));
   CHECK(ShapeBucket::of(1, 32, 1, 32768, 128, 128, 32).str() == "sq1_skv32768_bh32_d128x128");
   CHECK(ShapeBucket::of(1, 32, 1, 32768, 128, 128) == ShapeBucket::of(1, 32, 1, 32768, 128, 128, 32));
+  // A paged cache's page size is part of the key too (contiguous: 0, the old name).
+  ShapeBucket paged = packed;
+  paged.page_size = 16;
+  CHECK(paged.str() == "sq1_skv32768_bh32_d128x128_g4_p16");
+  CHECK_FALSE(paged == packed);
   CHECK(round_up_pow2(0) == 1);
   CHECK(round_up_pow2(1) == 1);
   CHECK(round_up_pow2(4096) == 4096);
@@ -207,6 +212,14 @@ TEST_CASE("tuning cache: a tuned split-KV count round-trips, is optional, and is
   REQUIRE(tc.lookup(sample_gpu(), grouped));
   CHECK(tc.lookup(sample_gpu(), grouped)->best.block_m == 128);
   CHECK(tc.lookup(sample_gpu(), sample_tuning_key("dec"))->best.block_m == 64);
+  // So is a paged bucket (16-row pages).
+  TuningKey paged = grouped;
+  paged.bucket.page_size = 16;
+  CHECK_FALSE(tc.lookup(sample_gpu(), paged));
+  tc.store(sample_gpu(), paged, sample_entry(32, 0.03));
+  REQUIRE(tc.lookup(sample_gpu(), paged));
+  CHECK(tc.lookup(sample_gpu(), paged)->best.block_m == 32);
+  CHECK(tc.lookup(sample_gpu(), grouped)->best.block_m == 128);
   tc.store(sample_gpu(), sample_tuning_key("pre"), sample_entry(128, 0.5));
   CHECK(tc.lookup(sample_gpu(), sample_tuning_key("dec"))->num_splits == 16);
   CHECK(tc.lookup(sample_gpu(), sample_tuning_key("pre"))->num_splits == 0);
@@ -219,6 +232,10 @@ TEST_CASE("tuning cache: a tuned split-KV count round-trips, is optional, and is
   TuningCache copy(other.path(), "0.1.0");
   copy.import_yaml(tc.export_yaml(), "bundle.yaml");
   CHECK(copy.lookup(sample_gpu(), sample_tuning_key("dec"))->num_splits == 16);
+  CHECK(copy.lookup(sample_gpu(), paged)->best.block_m == 32);
+  std::string odd_page = tc.export_yaml();
+  odd_page.replace(odd_page.find("page_size: 16"), 13, "page_size: 24");
+  CHECK_THROWS_WITH(copy.import_yaml(odd_page, "odd.yaml"), Catch::Contains("page_size 24 is not a multiple of 16"));
   // Out of range: the import names the field and what is allowed.
   std::string bad = tc.export_yaml();
   bad.replace(bad.find("num_splits: 16"), 14, "num_splits: 129");
