@@ -216,9 +216,13 @@ void summarize(SearchResult& r, const std::vector<Candidate>& all, const std::ve
     const Candidate* fastest = &b;
     for (const Candidate& c : selected)
       if (c.m.ok && c.m.median_ms < fastest->m.median_ms) fastest = &c;
-    if (fastest != &b)
-      r.summary += "; kept over " + config_name(fastest->config) + " at " + ms_text(fastest->m.median_ms) +
-                   ", timed later and within the " + std::to_string(int(kTieMargin * 100 + 0.5)) + "% tie margin";
+    if (fastest != &b) {
+      // The gap is below the millisecond text's resolution for short kernels: say it in percent.
+      char gap[48];
+      std::snprintf(gap, sizeof gap, "%.1f%%", 100.0 * (1.0 - fastest->m.median_ms / b.m.median_ms));
+      r.summary += "; kept over " + config_name(fastest->config) + ", " + gap + " faster but timed later and within the " +
+                   std::to_string(int(kTieMargin * 100 + 0.5)) + "% tie margin";
+    }
   } else {
     r.summary = "no candidate ran successfully; using the heuristic default " + heuristic_name + " (untimed)";
   }
