@@ -267,15 +267,15 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
   const Impl& k = detail::Access::impl(*this, "build_block_map");
   rt::ForwardLaunch launch;
   rt::pack_forward(*k.spec, args, launch);  // the arguments checked before they choose (or tune) a config
+  {
+    rt::ContextGuard guard(*k.ctx);
+    rt::check_stream(*k.ctx, args.stream, "build_block_map");  // before tuning on it
+  }
   const rt::KernelDispatch::Choice pick = k.dispatch->select(args);  // the config forward() will use
   const CompiledKernel& c = *pick.compiled;
   if (c.map_entry.empty())
     throw Error(ErrorKind::usage, "build_block_map: the mask of kernel " + c.key +
                                       " has an exact closed form; it needs no block map");
-  {
-    rt::ContextGuard guard(*k.ctx);
-    rt::check_stream(*k.ctx, args.stream, "build_block_map");
-  }
   auto m = std::make_shared<BlockMap::Impl>();
   m->kernel = &k;
   m->key = map_key(args, launch, k.spec->dsl.params.size(), c.config);

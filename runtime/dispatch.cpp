@@ -154,7 +154,7 @@ TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::Tunin
     TuneJob job;
     job.source = source_;
     job.shape = args;
-    job.page_size = int(args.page_size);
+    job.page_size = key.bucket.page_size;  // tuned on the layout whose bucket it fills
     job.mode = mode_;
     job.deadline_s = dispatch_.tune_deadline_s;
     job.progress = &std::cerr;
