@@ -4,6 +4,7 @@
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -28,12 +29,28 @@ constexpr const char* kTriple = "nvptx64-nvidia-cuda";
                                       " (this is a flashjit bug; please report it with FLASHJIT_DUMP_DIR output)");
 }
 
+// CodeGenPrepare walks the function until nothing changes, and in a function of fewer than
+// `cgpp-huge-func` blocks it restarts the walk from the entry block after each change that
+// touches the dominator tree, re-visiting every instruction; each visit of an inline-asm call
+// parses its constraint string again, and a wgmma call has up to 130 constraints. On the d=128
+// forward that was a quarter of the LLVM time (about 30 walks). At 0 every function takes the
+// huge-function path, which re-visits only the blocks that changed (CodeGenPrepare.cpp,
+// `IsHugeFunc`); the PTX of the kernels measured stayed byte-identical (docs/perf-notes.md §21).
+// The option belongs to the LLVM linked into this library (its symbols are hidden), so no other
+// LLVM in the process sees it.
+void take_short_codegen_prepare() {
+  llvm::StringMap<llvm::cl::Option*>& options = llvm::cl::getRegisteredOptions();
+  auto it = options.find("cgpp-huge-func");
+  if (it != options.end()) it->second->addOccurrence(0, "cgpp-huge-func", "0");
+}
+
 }  // namespace
 
 std::string ptx_isa_version(const std::string& arch) { return "8.0"; }
 
 void init_llvm() {
-  // The only process-wide LLVM state we touch: target registration and the fatal-error hook.
+  // The only process-wide LLVM state we touch: target registration, the fatal-error hook and
+  // one CodeGenPrepare threshold.
   static std::once_flag once;
   std::call_once(once, [] {
     LLVMInitializeNVPTXTargetInfo();
@@ -41,6 +58,7 @@ void init_llvm() {
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
     llvm::install_fatal_error_handler(on_fatal, nullptr);
+    take_short_codegen_prepare();
   });
 }
 

@@ -1,5 +1,8 @@
 // The pipeline's contract with its templates: registration, stages in order, one analysis per spec.
 #include <catch2/catch.hpp>
+#include <llvm/Support/CommandLine.h>
+
+#include "compiler/codegen/target.hpp"
 
 #include "compiler/kernel_key.hpp"
 #include "compiler/pipeline.hpp"
@@ -230,6 +233,17 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   const std::string listed = "kv % 3 == 0";  // no closed-form key range: a block map
   REQUIRE(analyze_spec(spec_of(128, listed))->block_map.needed);
   CHECK_THAT(why(128, sm90, {128, 128, 8, 2}, listed), Catch::Contains("block maps"));
+}
+
+TEST_CASE("pipeline: CodeGenPrepare re-walks only the blocks it changed", "[pipeline]") {
+  // Without it every new kernel pays some 30 walks of CodeGenPrepare over the whole function, each
+  // re-parsing every wgmma's constraint string (compiler/codegen/target.cpp): the option must exist
+  // in the LLVM this library links, and be set once LLVM is initialised.
+  codegen::init_llvm();
+  auto& options = llvm::cl::getRegisteredOptions();
+  auto it = options.find("cgpp-huge-func");
+  REQUIRE(it != options.end());
+  CHECK(static_cast<llvm::cl::opt<unsigned>*>(it->second)->getValue() == 0);
 }
 
 TEST_CASE("pipeline: a masked forward walks its query tiles from the last, so the longest start first", "[pipeline]") {
