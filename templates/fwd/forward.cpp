@@ -276,7 +276,8 @@ void ForwardKernel::start_producer() {
 
 // The producer's walk: each step waits until its stage's last readers are done (the previous
 // phase of its empty mbarrier), issues the K and V copies and has the full mbarrier arrived at
-// when they land. It waits for its last copies before it exits.
+// when they land. It waits for its last copies before it exits. A listed walk (block map) keeps
+// its own look-ahead entries: the producer and the compute warps each walk the list.
 void ForwardKernel::produce() {
   auto& B = e_.b;
   e_.loop(e_.c32(0), walk_->count(), 1, "produce", [&](Value* j) {
@@ -285,7 +286,8 @@ void ForwardKernel::produce() {
     e_.when(B.CreateICmpUGE(j, e_.c32(S)), "refill", [&] {
       tile::mbarrier_wait(e_, empty_bar(stage), B.CreateAnd(B.CreateAdd(round, e_.c32(1)), e_.c32(1)));
     });
-    issue_kv(j, walk_->entry(e_, j, 0), /*once=*/false);
+    const TileWalk::Step step = walk_->begin_step(e_, j);
+    issue_kv(j, walk_->entry(e_, j, 0, step.now), /*once=*/false);
     tile::cp_async_mbarrier_arrive(e_, full_bar(stage));
   });
   tile::cp_async_wait(e_, 0);
@@ -298,9 +300,10 @@ void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body)
   if (PRODUCER) {
     e_.loop(e_.c32(0), walk_->count(), 1, "kv", [&](Value* j) {
       Value* stage = B.CreateURem(j, e_.c32(S));
+      const TileWalk::Step step = walk_->begin_step(e_, j);  // a listed walk's entries, one step ahead
       tile::mbarrier_wait(e_, full_bar(stage), B.CreateAnd(B.CreateUDiv(j, e_.c32(S)), e_.c32(1)));
       tc_->publish_shared(e_);
-      KeyTile t = key_tile(j, nullptr);
+      KeyTile t = key_tile(j, step.now);
       body(t);
       e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "release", [&] { tile::mbarrier_arrive(e_, empty_bar(stage)); });
     });

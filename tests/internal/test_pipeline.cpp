@@ -230,9 +230,13 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   Target packed = sm90;
   packed.pack_gqa = 4;
   CHECK_THAT(why(128, packed, {128, 128, 8, 2}), Catch::Contains("GQA packing"));
-  const std::string listed = "kv % 3 == 0";  // no closed-form key range: a block map
+  // A mask with no closed-form key range walks the block map's list, producer and compute warps
+  // alike (docs/perf-notes.md §21).
+  const std::string listed = "kv % 3 == 0";
   REQUIRE(analyze_spec(spec_of(128, listed))->block_map.needed);
-  CHECK_THAT(why(128, sm90, {128, 128, 8, 2}, listed), Catch::Contains("block maps"));
+  CHECK(plan(128, sm90, {128, 128, 8, 2}, listed).producer);
+  CHECK_THAT(plan(256, sm90, {128, 64, 8, 2}, listed).describe(), Catch::Contains("+blockmap +producer"));
+  CHECK_THAT(why(128, sm90, {64, 128, 4, 2}, listed), Catch::Contains("num_warps 8"));
 }
 
 TEST_CASE("pipeline: CodeGenPrepare re-walks only the blocks it changed", "[pipeline]") {
