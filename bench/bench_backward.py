@@ -28,6 +28,8 @@ def main():
     ap.add_argument("--dims", type=lambda t: [int(x) for x in t.split(",")])
     ap.add_argument("--seqs", type=lambda t: [int(x) for x in t.split(",")])
     ap.add_argument("--filter", default="")
+    ap.add_argument("--map-per-call", action="store_true",
+                    help="rebuild flashjit's backward block maps before every launch instead of once")
     ap.add_argument("--backends", type=lambda t: t.split(","), default=["flashjit", "sdpa-cudnn", "sdpa-flash", "flex"])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--budget-s", type=float, default=float(os.environ.get("BENCH_BUDGET_S", "0")))
@@ -134,11 +136,14 @@ def main():
             lse = torch.empty(case.b, case.h, case.s, device=dev, dtype=torch.float32)
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
             params = case.score.param_values or None
-            # A mask reading tensors gets its forward block map built once, as Flex's block mask is.
+            # A mask reading tensors gets its block maps built once, forward and backward, as Flex's
+            # block mask (kv_indices and q_indices) is.
+            mapped = "+blockmap" in kern.info["description"]
             fwd = kern.prepare(tr(q), tr(k), tr(v), tr(o), lse=lse, params=params, buffers=buffers or None,
-                               block_map="+blockmap" in kern.info["description"])
+                               block_map=mapped)
             bwd = kern.prepare_backward(tr(q), tr(k), tr(v), tr(o), tr(d_o), tr(dq), tr(dk), tr(dv), lse,
-                                        params=params, buffers=buffers or None)
+                                        params=params, buffers=buffers or None,
+                                        block_map=mapped and not args.map_per_call)
             fwd()
             bwd()
             torch.cuda.synchronize()

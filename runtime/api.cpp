@@ -33,6 +33,13 @@ const Kernel::Impl& detail::Access::impl(const Kernel& k, const char* what) {
   return *k.impl_;
 }
 
+Runtime detail::Access::runtime(std::shared_ptr<rt::Context> ctx) {
+  Runtime r;
+  r.impl_ = std::make_shared<Runtime::Impl>();
+  r.impl_->ctx = std::move(ctx);
+  return r;
+}
+
 const std::shared_ptr<rt::Context>& detail::Access::context(const Runtime& r, const char* what) {
   if (!r.impl_)
     throw Error(ErrorKind::usage, std::string("flashjit::Runtime::") + what +
@@ -104,12 +111,6 @@ const std::string& Kernel::canonical_spec() const {
 const CompiledKernel& Kernel::compiled() const { return detail::Access::impl(*this, "compiled").compiled; }
 int Kernel::registers() const { return detail::Access::impl(*this, "registers").registers; }
 int Kernel::spill_bytes() const { return detail::Access::impl(*this, "spill_bytes").spill_bytes; }
-
-struct FLASHJIT_HIDDEN BlockMap::Impl {
-  const void* kernel = nullptr;   // the Kernel::Impl it was built for
-  std::vector<uint64_t> key;      // sizes and params it is valid for
-  DeviceBuffer tiles, counts;
-};
 
 namespace {
 
@@ -222,6 +223,9 @@ void Kernel::forward(const ForwardArgs& args) const {
   if (!c.map_entry.empty()) {
     if (args.block_map) {
       const BlockMap::Impl* m = args.block_map->impl();
+      if (m && m->backward)
+        throw Error(ErrorKind::usage, "forward: block_map was built by build_backward_block_map; a forward "
+                                      "call takes the map of this kernel's build_block_map");
       if (!m || m->kernel != &k || m->key != map_key(args, launch, k.spec->dsl.params.size(), c.config))
         throw Error(ErrorKind::usage, "forward: block_map was built for another kernel, sizes or params; "
                                       "build it with this kernel's build_block_map for these arguments");
@@ -280,20 +284,11 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
   m->kernel = &k;
   m->key = map_key(args, launch, k.spec->dsl.params.size(), c.config);
   MapShape shape = map_shape(c, args);
-  // DeviceBuffer needs the runtime's context; reuse the kernel's through a Runtime view.
+  const Runtime rt = detail::Access::runtime(k.ctx);  // the map's buffers live in the kernel's context
+  m->tiles = rt.alloc(shape.tiles_bytes);
+  m->counts = rt.alloc(shape.counts_bytes);
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
-  auto alloc = [&](size_t bytes) {
-    DeviceBuffer b;
-    cu::CUdeviceptr ptr = 0;
-    cu::check_alloc(d.cuMemAlloc(&ptr, bytes), "cuMemAlloc(build_block_map)", bytes);
-    b.ctx_ = k.ctx;
-    b.ptr_ = reinterpret_cast<void*>(ptr);
-    b.bytes_ = bytes;
-    return b;
-  };
-  m->tiles = alloc(shape.tiles_bytes);
-  m->counts = alloc(shape.counts_bytes);
   if (args.batch > 0 && args.seq_q > 0) {
     cu::CUdeviceptr tiles = reinterpret_cast<cu::CUdeviceptr>(m->tiles.data());
     cu::CUdeviceptr counts = reinterpret_cast<cu::CUdeviceptr>(m->counts.data());

@@ -178,8 +178,58 @@ const BackwardModule& backward_for(const detail::Access::KernelImpl& k, const Ba
   return *m;
 }
 
+namespace {
+
+void run_on_stream(const BackwardArgs& args, BackwardLaunch& launch, cu::CUfunction f, unsigned grid_x, int64_t heads,
+                   int threads, int smem, const char* what) {
+  if (grid_x == 0) return;
+  check_launch(cu::driver().cuLaunchKernel(f, grid_x, static_cast<unsigned>(heads), static_cast<unsigned>(args.batch),
+                                           static_cast<unsigned>(threads), 1, 1, static_cast<unsigned>(smem),
+                                           static_cast<cu::CUstream>(args.stream), launch.forward.slots.data(), nullptr),
+               what, args.stream);
+}
+
+unsigned row_tiles(int64_t n, int rows) { return static_cast<unsigned>((n + rows - 1) / rows); }
+
+int32_t* entries(const DeviceBuffer& b) { return static_cast<int32_t*>(b.data()); }
+
+void use_maps(BackwardLaunch& launch, const BlockMap::Impl& map) {
+  launch.set_maps(entries(map.q_tiles), entries(map.q_counts), entries(map.tiles), entries(map.counts));
+}
+
+}  // namespace
+
+void run_backward_map_passes(const BackwardModule& m, const BackwardArgs& args, BackwardLaunch& launch, bool q_map) {
+  if (q_map)
+    run_on_stream(args, launch, m.map_q, row_tiles(args.seq_q, m.plan.q.rows), args.heads_q, kMapThreads, 0,
+                  "cuLaunchKernel(backward dQ block map)");
+  run_on_stream(args, launch, m.map_kv, row_tiles(args.seq_kv, m.plan.kv.rows), args.heads_q, kMapThreads, 0,
+                "cuLaunchKernel(backward dK/dV block map)");
+}
+
+BackwardMapSizes backward_map_sizes(const AnalyzedSpec& spec, const BackwardPlan& plan, const ProblemShape& s) {
+  const BlockMapPolicy& policy = spec.block_map;
+  const int64_t maps = (policy.per_batch ? s.batch : 1) * (policy.per_head ? s.heads_q : 1);
+  const int64_t q_rows = row_tiles(s.seq_q, plan.q.rows), kv_rows = row_tiles(s.seq_kv, plan.kv.rows);
+  BackwardMapSizes z;
+  z.q_tiles = size_t(checked_product({maps, q_rows, int64_t(row_tiles(s.seq_kv, plan.q.cols)), 4}, "backward: the block map size"));
+  z.kv_tiles = size_t(checked_product({maps, kv_rows, int64_t(row_tiles(s.seq_q, plan.kv.cols)), 4}, "backward: the block map size"));
+  z.q_counts = size_t(maps * q_rows * 4);
+  z.kv_counts = size_t(maps * kv_rows * 4);
+  return z;
+}
+
+std::vector<uint64_t> backward_map_key(const BackwardArgs& a, const BackwardLaunch& launch, size_t params,
+                                       const BackwardPlan& plan) {
+  std::vector<uint64_t> key = {uint64_t(a.batch),   uint64_t(a.seq_q),     uint64_t(a.seq_kv),
+                               uint64_t(a.heads_q), uint64_t(a.heads_kv),  uint64_t(plan.q.rows),
+                               uint64_t(plan.q.cols), uint64_t(plan.kv.rows), uint64_t(plan.kv.cols)};
+  key.insert(key.end(), launch.forward.extra.begin(), launch.forward.extra.begin() + params);
+  return key;
+}
+
 void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const BackwardArgs& args,
-                     BackwardLaunch& launch) {
+                     BackwardLaunch& launch, const BlockMap::Impl* map) {
   const BackwardPlan& plan = m.plan;
   auto stream = static_cast<cu::CUstream>(args.stream);
   ContextGuard guard(*m.ctx);
@@ -199,40 +249,29 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
                    args.stream);
   }
   launch.set_workspace(reinterpret_cast<float*>(delta), reinterpret_cast<float*>(dq_accum));
-  // Block maps (masks that read tensors): built on the stream now, freed after the kernels.
-  auto alloc = [&](size_t entries) {
-    return reinterpret_cast<int32_t*>(scratch.alloc(entries * 4, "backward block map"));
-  };
-  const BlockMapPolicy& policy = spec.block_map;
-  const size_t n_maps = size_t(policy.per_batch ? args.batch : 1) * size_t(policy.per_head ? args.heads_q : 1);
-  auto ceil_div = [](int64_t n, int d_) { return size_t((n + d_ - 1) / d_); };
-  if (m.map_q) {
-    const size_t q_rows = ceil_div(args.seq_q, plan.q.rows), kv_rows = ceil_div(args.seq_kv, plan.kv.rows);
-    for (size_t cols : {ceil_div(args.seq_kv, plan.q.cols) * q_rows, ceil_div(args.seq_q, plan.kv.cols) * kv_rows})
-      rt::checked_product({int64_t(n_maps), int64_t(cols), 4}, "backward: the block map size");
-    int32_t* q_tiles = alloc(n_maps * q_rows * ceil_div(args.seq_kv, plan.q.cols));
-    int32_t* q_counts = alloc(n_maps * q_rows);
-    int32_t* kv_tiles = alloc(n_maps * kv_rows * ceil_div(args.seq_q, plan.kv.cols));
-    int32_t* kv_counts = alloc(n_maps * kv_rows);
-    launch.set_maps(q_tiles, q_counts, kv_tiles, kv_counts);
+  // Block maps (masks that read tensors): the caller's, else built on the stream now and freed
+  // after the kernels. The dQ kernel's map (key tiles per query tile) only where that kernel runs:
+  // with dQ summed in the dK/dV kernel only the keys' map (query tiles per key tile) is read.
+  const bool map_q = m.map_q && !fused;
+  if (map) {
+    use_maps(launch, *map);
+  } else if (m.map_kv) {
+    const BackwardMapSizes z = backward_map_sizes(spec, plan, args);
+    auto alloc = [&](size_t bytes) { return reinterpret_cast<int32_t*>(scratch.alloc(bytes, "backward block map")); };
+    int32_t* q_tiles = map_q ? alloc(z.q_tiles) : nullptr;
+    int32_t* q_counts = map_q ? alloc(z.q_counts) : nullptr;
+    int32_t* kv_tiles = alloc(z.kv_tiles);
+    launch.set_maps(q_tiles, q_counts, kv_tiles, alloc(z.kv_counts));
   }
-  auto tiles = [](int64_t n, int rows) { return static_cast<unsigned>((n + rows - 1) / rows); };
+  auto tiles = row_tiles;
   auto run = [&](cu::CUfunction f, unsigned grid_x, int64_t heads, int threads, int smem, const char* what) {
-    if (grid_x == 0) return;
-    check_launch(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(heads), static_cast<unsigned>(args.batch),
-                                  static_cast<unsigned>(threads), 1, 1, static_cast<unsigned>(smem), stream,
-                                  launch.forward.slots.data(), nullptr),
-                 what, args.stream);
+    run_on_stream(args, launch, f, grid_x, heads, threads, smem, what);
   };
   if (log::enabled(log::Level::info))
     log::info("backward launch " + m.compiled.key + " " + m.compiled.config.str() + (plan.split_kv ? " (dK, dV split)" : "") +
               (fused ? " (dQ in the dK/dV kernel)"
                      : plan.fused_dq ? " (deterministic: dQ by its own kernel)" : " (" + plan.fused_dq_note + ")"));
-  if (m.map_q) {
-    run(m.map_q, tiles(args.seq_q, plan.q.rows), args.heads_q, kMapThreads, 0, "cuLaunchKernel(backward dQ block map)");
-    run(m.map_kv, tiles(args.seq_kv, plan.kv.rows), args.heads_q, kMapThreads, 0,
-        "cuLaunchKernel(backward dK/dV block map)");
-  }
+  if (m.map_kv && !map) run_backward_map_passes(m, args, launch, map_q);
   run(m.prep, tiles(args.seq_q, kPrepRows), args.heads_q, kPrepThreads, 0, "cuLaunchKernel(backward D pre-pass)");
   const unsigned key_tiles = tiles(args.seq_kv, plan.kv.rows);
   run(plan.fused_dq && !fused ? m.dkdv_det : m.loaded.function, key_tiles, args.heads_kv, plan.kv.threads,
@@ -267,7 +306,59 @@ void Kernel::backward(const BackwardArgs& args) const {
     rt::check_stream(*k.ctx, args.stream, "backward");  // before tuning or allocating on it
   }
   if (args.batch == 0 || (args.seq_q == 0 && args.seq_kv == 0)) return;
-  rt::launch_backward(rt::backward_for(k, args), *k.spec, args, launch);
+  const rt::BackwardModule& m = rt::backward_for(k, args);
+  const BlockMap::Impl* map = args.block_map ? args.block_map->impl() : nullptr;
+  if (args.block_map) {
+    if (!m.map_kv)
+      throw Error(ErrorKind::usage, "backward: block_map given, but this kernel's mask has an exact closed form and no "
+                                    "block map");
+    if (map && !map->backward)
+      throw Error(ErrorKind::usage, "backward: block_map was built by build_block_map (the forward's); a backward "
+                                    "call takes the map of this kernel's build_backward_block_map");
+    if (!map || map->kernel != &k ||
+        map->key != rt::backward_map_key(args, launch, k.spec->dsl.params.size(), m.plan))
+      throw Error(ErrorKind::usage, "backward: block_map was built for another kernel, sizes, params or backward tile "
+                                    "config; build it with this kernel's build_backward_block_map for these arguments");
+  }
+  rt::launch_backward(m, *k.spec, args, launch, map);
+}
+
+BlockMap Kernel::build_backward_block_map(const BackwardArgs& args) const {
+  const Impl& k = detail::Access::impl(*this, "build_backward_block_map");
+  if (args.block_map)
+    throw Error(ErrorKind::usage, "build_backward_block_map: args.block_map must be null (a map is built from the "
+                                  "tensors)");
+  rt::BackwardLaunch launch;
+  rt::pack_backward(*k.spec, args, launch);  // the arguments checked before they choose (or tune) a config
+  {
+    rt::ContextGuard guard(*k.ctx);
+    rt::check_stream(*k.ctx, args.stream, "build_backward_block_map");
+  }
+  // The config backward(args) will use; an empty problem, which backward() launches nothing for,
+  // takes the base config and runs no pass.
+  const bool empty = args.batch == 0 || (args.seq_q == 0 && args.seq_kv == 0);
+  const rt::BackwardModule& m = empty ? rt::backward_base(k) : rt::backward_for(k, args);
+  if (!m.map_kv)
+    throw Error(ErrorKind::usage, "build_backward_block_map: the mask of kernel " + k.compiled.key +
+                                      " has an exact closed form; it needs no block map");
+  auto impl = std::make_shared<BlockMap::Impl>();
+  impl->kernel = &k;
+  impl->backward = true;
+  impl->key = rt::backward_map_key(args, launch, k.spec->dsl.params.size(), m.plan);
+  const rt::BackwardMapSizes z = rt::backward_map_sizes(*k.spec, m.plan, args);
+  const Runtime rt = detail::Access::runtime(k.ctx);  // the map's buffers live in the kernel's context
+  impl->q_tiles = rt.alloc(z.q_tiles);
+  impl->q_counts = rt.alloc(z.q_counts);
+  impl->tiles = rt.alloc(z.kv_tiles);
+  impl->counts = rt.alloc(z.kv_counts);
+  rt::use_maps(launch, *impl);
+  if (!empty) {
+    rt::ContextGuard guard(*k.ctx);
+    rt::run_backward_map_passes(m, args, launch, /*q_map=*/true);
+  }
+  BlockMap map;
+  map.impl_ = impl;
+  return map;
 }
 
 double Runtime::time_backward(const Kernel& kernel, const BackwardArgs& args, int warmup, int reps) const {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/handles.hpp"
 #include "runtime/launch.hpp"
@@ -42,8 +43,23 @@ std::shared_ptr<const BackwardModule> load_backward(const std::shared_ptr<Contex
 // deterministic, the dK/dV kernel that also sums dQ and its conversion — on args.stream with
 // stream-ordered workspace. `launch` is
 // the call's pack_backward result; its workspace slots are filled here.
+// `map`: the caller's maps (Kernel::build_backward_block_map, checked by the caller), else the
+// map pre-passes run first.
 void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const BackwardArgs& args,
-                     BackwardLaunch& launch);
+                     BackwardLaunch& launch, const BlockMap::Impl* map = nullptr);
+
+// Bytes of the backward's block maps for a call's sizes at `plan`'s tile sizes.
+struct BackwardMapSizes {
+  size_t q_tiles = 0, q_counts = 0;    // key tiles per query tile (the dQ kernel's)
+  size_t kv_tiles = 0, kv_counts = 0;  // query tiles per key tile (the dK/dV kernel's)
+};
+BackwardMapSizes backward_map_sizes(const AnalyzedSpec& spec, const BackwardPlan& plan, const ProblemShape& shape);
+// What the maps depend on besides tensor contents: sizes, the plan's tile sizes, param values.
+std::vector<uint64_t> backward_map_key(const BackwardArgs& a, const BackwardLaunch& launch, size_t params,
+                                       const BackwardPlan& plan);
+// The map pre-passes into the buffers set in `launch` on args.stream: the keys' map and, with
+// `q_map`, the dQ kernel's.
+void run_backward_map_passes(const BackwardModule& m, const BackwardArgs& args, BackwardLaunch& launch, bool q_map);
 
 // A Kernel's backward modules and per-bucket choices; guarded by Kernel::Impl::backward_mu.
 struct BackwardState {

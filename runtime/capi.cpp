@@ -314,6 +314,7 @@ flashjit::BackwardArgs backward_args(const fj_backward_args& a) {
   b.dv = tensor(a.dv);
   b.lse = a.lse;
   b.deterministic = a.deterministic != 0;
+  if (a.block_map) b.block_map = &a.block_map->map;
   return b;
 }
 
@@ -358,6 +359,23 @@ FJ_API fj_status fj_backward(const fj_kernel* kernel, const fj_backward_args* ar
             "(fj_forward_args::lse)");
     require(kernel, "fj_backward", "kernel");
     kernel->kernel.backward(backward_args(a));
+  });
+}
+
+FJ_API fj_status fj_backward_block_map_build(const fj_kernel* kernel, const fj_backward_args* args,
+                                             fj_block_map** out) {
+  if (out) *out = nullptr;
+  return guarded("fj_backward_block_map_build", [&] {
+    require(args, "fj_backward_block_map_build", "args");
+    const fj_backward_args a = read_versioned(args, kBackwardArgsV1Size, "fj_backward_block_map_build", "args",
+                                              "fj_backward_args");
+    require(kernel, "fj_backward_block_map_build", "kernel");
+    require(out, "fj_backward_block_map_build", "out");
+    if (a.block_map)
+      usage("fj_backward_block_map_build: args->block_map must be NULL (a map is built from the tensors)");
+    if (!a.lse)
+      usage("fj_backward_block_map_build: args->lse is NULL; it is required, as by fj_backward");
+    *out = new fj_block_map{kernel->kernel.build_backward_block_map(backward_args(a))};
   });
 }
 

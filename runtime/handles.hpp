@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "compiler/analyzed_spec.hpp"
 #include "compiler/pipeline.hpp"
@@ -47,6 +48,14 @@ namespace rt {
 struct BackwardState;  // runtime/backward.hpp
 }  // namespace rt
 
+struct FLASHJIT_HIDDEN BlockMap::Impl {
+  const void* kernel = nullptr;   // the Kernel::Impl it was built for
+  bool backward = false;          // built by build_backward_block_map
+  std::vector<uint64_t> key;      // sizes, tile sizes and params it is valid for
+  DeviceBuffer tiles, counts;     // forward: key tiles per query tile; backward: query tiles per key tile
+  DeviceBuffer q_tiles, q_counts; // backward: key tiles per query tile (the dQ kernel's)
+};
+
 struct FLASHJIT_HIDDEN Kernel::Impl {
   std::shared_ptr<rt::Context> ctx;
   AnalyzedSpecPtr spec;  // parsed, checked and analysed once; every launch reads it
@@ -76,6 +85,8 @@ struct Access {
   // Error(usage) for an empty handle, naming the method `what`.
   static const Kernel::Impl& impl(const Kernel& k, const char* what);
   static const std::shared_ptr<rt::Context>& context(const Runtime& r, const char* what);
+  // A Runtime handle on a kernel's context: its alloc() makes DeviceBuffers there.
+  static Runtime runtime(std::shared_ptr<rt::Context> ctx);
 };
 
 }  // namespace detail

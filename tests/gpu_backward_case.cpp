@@ -47,6 +47,11 @@ BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed
   b.params = c.params;
   b.buffers = dp->args.buffers;
   b.deterministic = deterministic || repeats > 0;
+  BlockMap map;
+  if (c.backward_map) {
+    map = kernel.build_backward_block_map(b);
+    b.block_map = &map;
+  }
 
   struct Grads {
     std::vector<uint16_t> dq, dk, dv;
@@ -81,10 +86,10 @@ BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed
                                    : "");
   const CompiledKernel& ck = kernel.backward_compiled();
   const bool fused = !b.deterministic && ck.description.find("dQ fused") != std::string::npos;
-  std::printf("GPUCASE backward %s d=%d/%d mask=%s score=%s b=%lld h=%lld/%lld sq=%lld skv=%lld %s %s dq=%s %s %s\n",
+  std::printf("GPUCASE backward %s d=%d/%d mask=%s score=%s b=%lld h=%lld/%lld sq=%lld skv=%lld %s%s %s dq=%s %s %s\n",
               p.dtype() == DType::f16 ? "fp16" : "bf16", int(d_qk), int(d_v), c.spec.mask.c_str(), c.spec.score.c_str(),
               (long long)c.batch, (long long)c.heads_q, (long long)c.heads_kv, (long long)c.seq_q, (long long)c.seq_kv,
-              layout(c).c_str(), ck.config.str().c_str(), fused ? "fused" : "kernel", r.ok ? "PASS" : "FAIL",
+              layout(c).c_str(), c.backward_map ? " map=built-once" : "", ck.config.str().c_str(), fused ? "fused" : "kernel", r.ok ? "PASS" : "FAIL",
               r.message.c_str());
   std::fflush(stdout);
   return r;

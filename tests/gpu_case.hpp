@@ -30,6 +30,9 @@ struct Case : ProblemShape {
   float scale = 0.f;  // 0 → 1/sqrt(d_qk)
   std::vector<ParamValue> params;
   int num_splits = 0;  // ForwardArgs::num_splits (0: automatic)
+  // Backward: build the block maps once (Kernel::build_backward_block_map) and pass them to every
+  // backward call, instead of the pre-passes each call runs.
+  bool backward_map = false;
 };
 
 // BHSD memory ([batch, heads, seq, dim]) seen through [batch, seq, heads, dim] strides (the

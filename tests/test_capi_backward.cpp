@@ -43,6 +43,23 @@ TEST_CASE("capi: fj_backward NULL arguments are FJ_ERR_USAGE naming the argument
   a.lse = kSomeLse;
   CHECK(fj_backward(nullptr, &a) == FJ_ERR_USAGE);
   CHECK_THAT(last_error(), Catch::Contains("fj_backward: kernel is NULL"));
+
+  fj_block_map* map = reinterpret_cast<fj_block_map*>(0x1);
+  CHECK(fj_backward_block_map_build(nullptr, nullptr, &map) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("fj_backward_block_map_build") && Catch::Contains("args is NULL"));
+  CHECK(map == nullptr);  // cleared before anything can fail
+  CHECK(fj_backward_block_map_build(nullptr, &a, &map) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("fj_backward_block_map_build: kernel is NULL"));
+  a.block_map = reinterpret_cast<const fj_block_map*>(0x1);  // never dereferenced: refused first
+  const fj_kernel* some_kernel = reinterpret_cast<const fj_kernel*>(0x1);
+  CHECK(fj_backward_block_map_build(some_kernel, &a, nullptr) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("out is NULL"));
+  CHECK(fj_backward_block_map_build(some_kernel, &a, &map) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("args->block_map must be NULL"));
+  a.block_map = nullptr;
+  a.lse = nullptr;
+  CHECK(fj_backward_block_map_build(some_kernel, &a, &map) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("args->lse is NULL"));
 }
 
 TEST_CASE("capi: fj_backward_args struct_size too small or with unknown trailing fields is FJ_ERR_USAGE",
@@ -235,4 +252,10 @@ TEST_CASE("capi: backward through the C ABI matches Kernel::backward bit for bit
   bad.num_params = 1;
   CHECK(fj_backward(c.ckernel, &bad) == FJ_ERR_USAGE);
   CHECK_THAT(last_error(), Catch::Contains("fj_backward: args->params is NULL"));
+  // A causal mask has an exact closed form: no block map to build (tests/test_gpu_backward.cpp
+  // builds and reuses one through the C++ API).
+  fj_block_map* map = nullptr;
+  CHECK(fj_backward_block_map_build(c.ckernel, &a, &map) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("exact closed form"));
+  CHECK(map == nullptr);
 }

@@ -106,3 +106,75 @@ TEST_CASE("gpu backward: 100 runs give bitwise identical gradients", "[gpu][back
   CHECK(r.deterministic);
   CHECK(r.ok);
 }
+
+// Block maps built once (FlexAttention's BlockMask is built once per step and shared by every
+// layer): the fused-dQ path reads the keys' map, the deterministic one both; each is judged by the
+// fp64 reference and the reuse is bitwise stable.
+TEST_CASE("gpu backward: block maps built once and reused pass the same checks", "[gpu][backward]") {
+  REQUIRE_GPU_OR_SKIP();
+  std::vector<Case> cases;
+  Case doc = Case::of(with_tensor(make_spec(DType::bf16, 128, 128, "causal && document(doc_id)"), "doc_id",
+                                  ScalarType::i32, {"batch", "seq_kv"}),
+                      1000, 1000, 2, 2, 2);
+  Case doc64 = Case::of(with_tensor(make_spec(DType::f16, 64, 64, "document(doc_id)"), "doc_id", ScalarType::i32,
+                                    {"batch", "seq_kv"}),
+                        777, 777, 1, 2, 1);
+  for (Case* c : {&doc, &doc64}) {
+    c->backward_map = true;
+    cases.push_back(*c);
+  }
+  run_all(cases);
+  run_all(cases, /*deterministic=*/true);
+  Runtime rt = Runtime::create(0);
+  test::BackwardResult r = run_backward_case(rt, doc, 9, /*repeats=*/9);
+  INFO(r.message);
+  CHECK(r.deterministic);
+  CHECK(r.ok);
+}
+
+TEST_CASE("gpu backward: a block map is refused by a call it was not built for, naming why", "[gpu][backward]") {
+  REQUIRE_GPU_OR_SKIP();
+  Runtime rt = Runtime::create(0);
+  Case c = Case::of(with_tensor(make_spec(DType::bf16, 64, 64, "document(doc_id)"), "doc_id", ScalarType::i32,
+                                {"batch", "seq_kv"}),
+                    300, 300, 1, 2, 2);
+  CompileOptions o;
+  o.autotune = "off";
+  Kernel kernel = rt.compile(c.spec, o);
+  std::unique_ptr<test::DeviceProblem> dp = test::upload_problem(rt, c, 3);
+  kernel.forward(dp->args);
+  const size_t bytes = size_t(c.seq_q * c.heads_q * 64 * 2);
+  DeviceBuffer d_o = rt.alloc(bytes), dq = rt.alloc(bytes), dk = rt.alloc(bytes), dv = rt.alloc(bytes);
+  d_o.fill_bytes(0);
+  BackwardArgs b;
+  static_cast<ProblemShape&>(b) = c;
+  b.q = dp->args.q, b.k = dp->args.k, b.v = dp->args.v, b.o = dp->args.o;
+  b.d_o = bshd(d_o.data(), c.seq_q, c.heads_q, 64);
+  b.dq = bshd(dq.data(), c.seq_q, c.heads_q, 64);
+  b.dk = bshd(dk.data(), c.seq_kv, c.heads_kv, 64);
+  b.dv = bshd(dv.data(), c.seq_kv, c.heads_kv, 64);
+  b.lse = dp->args.lse;
+  b.buffers = dp->args.buffers;
+  BlockMap map = kernel.build_backward_block_map(b);
+  BackwardArgs with = b;
+  with.block_map = &map;
+  CHECK_NOTHROW(kernel.backward(with));
+  CHECK_THROWS_WITH(kernel.build_backward_block_map(with), Catch::Contains("args.block_map must be null"));
+  BackwardArgs fewer_heads = with;  // the same tensors read as one head: other sizes, another map
+  fewer_heads.heads_q = fewer_heads.heads_kv = 1;
+  CHECK_THROWS_WITH(kernel.backward(fewer_heads), Catch::Contains("block_map was built for another kernel, sizes"));
+  BlockMap forward_map = kernel.build_block_map(dp->args);
+  BackwardArgs wrong = b;
+  wrong.block_map = &forward_map;
+  CHECK_THROWS_WITH(kernel.backward(wrong), Catch::Contains("build_block_map (the forward's)"));
+  ForwardArgs f = dp->args;
+  f.block_map = &map;
+  CHECK_THROWS_WITH(kernel.forward(f), Catch::Contains("built by build_backward_block_map"));
+  Kernel exact = rt.compile(make_spec(DType::bf16, 64, 64, "causal"), o);
+  BackwardArgs e = b;
+  e.buffers.clear();
+  CHECK_THROWS_WITH(exact.build_backward_block_map(e), Catch::Contains("exact closed form"));
+  e.block_map = &map;
+  CHECK_THROWS_WITH(exact.backward(e), Catch::Contains("exact closed form and no block map"));
+  rt.synchronize();
+}

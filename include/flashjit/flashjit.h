@@ -190,15 +190,27 @@ typedef struct fj_backward_args {
   int deterministic;                         /* nonzero: bitwise-identical results from run to run
                                                 (flashjit::BackwardArgs::deterministic says when that
                                                 takes another dQ path and what it costs) */
+  /* Appended after the first published layout (struct_size tells the two apart):              */
+  const fj_block_map* block_map;             /* from fj_backward_block_map_build for these sizes,
+                                                params and tensor contents, or NULL = rebuild per call */
 } fj_backward_args;
 
 /* Checks shapes, strides and alignment as fj_forward does (FJ_ERR_USAGE naming the argument),
    then launches asynchronously on args->stream: a D = rowsum(dO * O) pre-pass, the dK/dV kernel
    and the dQ kernel, with fp32 workspace allocated and freed on the stream (capturable in a CUDA
    graph). The backward module is compiled and loaded by the kernel's first fj_backward (with the
-   backward's heuristic tile config), so that call also reports its compile errors. There is no
-   block map here: a mask that reads tensors is evaluated inside the tiles of its closed-form range. */
+   backward's heuristic tile config), so that call also reports its compile errors. A mask that
+   reads tensors walks block maps (FlexAttention's q_indices and kv_indices): without
+   args->block_map, pre-passes rebuild them on the stream before every call. */
 FJ_API fj_status fj_backward(const fj_kernel* kernel, const fj_backward_args* args);
+
+/* Runs the backward's block-map pre-passes once for args' sizes, params and tensors (args->block_map
+   must be NULL), so later fj_backward calls with the same sizes, params and tensor contents skip
+   them; fj_block_map_destroy frees it. FJ_ERR_USAGE when the kernel's mask has an exact closed form
+   (it needs no map), or when a map is later passed with other sizes or params, or to fj_forward.
+   The tile config is chosen as fj_backward chooses it (a tuning on first use may run). */
+FJ_API fj_status fj_backward_block_map_build(const fj_kernel* kernel, const fj_backward_args* args,
+                                             fj_block_map** out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -279,6 +279,12 @@ struct BackwardArgs : ProblemShape {
   // §10). Every other plan is deterministic either way. dK and dV are deterministic always.
   bool deterministic = false;
   void* stream = nullptr;   // CUstream; workspace (fp32 D) is allocated and freed on it
+  // For masks with a block map: the backward's maps (query tiles per key tile, and key tiles per
+  // query tile for the dQ kernel) built by Kernel::build_backward_block_map for these sizes,
+  // params and tensor contents, reused across calls, as FlexAttention's BlockMask is built once
+  // and shared by every layer's forward and backward. Null: map pre-passes rebuild them on the
+  // stream before every call.
+  const BlockMap* block_map = nullptr;
 };
 
 // Contiguous BSHD strides for [batch, seq, heads, dim].
@@ -303,8 +309,10 @@ struct FLASHJIT_API DeviceInfo {
 
 class Runtime;
 
-// The per-query-tile key-tile lists of a mask that reads tensors, on the device. Valid for the
-// sizes, params and tensor contents it was built with: rebuild it when the tensors change.
+// The tile lists of a mask that reads tensors, on the device: per query tile its key tiles
+// (Kernel::build_block_map, for forward calls), or both directions at the backward's tile sizes
+// (Kernel::build_backward_block_map, for backward calls). Valid for the kernel, sizes and params
+// it was built for, and the tensor contents it read: rebuild it when the tensors change.
 class FLASHJIT_API BlockMap {
  public:
   struct Impl;
@@ -343,6 +351,11 @@ class FLASHJIT_API Kernel {
   // config's module is compiled and loaded on first use (the base one eagerly with
   // CompileOptions::backward).
   void backward(const BackwardArgs& args) const;
+  // Runs the backward's block-map pre-passes for these sizes/params/tensors on args.stream (the
+  // config is chosen as backward(args) chooses it, so a tuning on first use may run), for later
+  // backward calls with the same sizes, params and tensor contents. Error(usage) when the mask has
+  // an exact closed form (no map), or when args.block_map is set.
+  BlockMap build_backward_block_map(const BackwardArgs& args) const;
   // The base backward module: CompileOptions::backward_config's or the heuristic's (compiled now
   // if it was not yet).
   const CompiledKernel& backward_compiled() const;

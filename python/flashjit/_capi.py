@@ -73,7 +73,8 @@ class BackwardArgs(ctypes.Structure):
                 ("params", ctypes.POINTER(Param)), ("num_params", ctypes.c_int),
                 ("buffers", ctypes.POINTER(Buffer)), ("num_buffers", ctypes.c_int),
                 ("stream", ctypes.c_void_p),
-                ("deterministic", ctypes.c_int)]
+                ("deterministic", ctypes.c_int),
+                ("block_map", ctypes.c_void_p)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -140,6 +141,7 @@ def lib():
         "fj_forward": (st, [P, ctypes.POINTER(ForwardArgs)]),
         "fj_block_map_build": (st, [P, ctypes.POINTER(ForwardArgs), ctypes.POINTER(P)]),
         "fj_block_map_destroy": (None, [P]),
+        "fj_backward_block_map_build": (st, [P, ctypes.POINTER(BackwardArgs), ctypes.POINTER(P)]),
         "fj_backward": (st, [P, ctypes.POINTER(BackwardArgs)]),
     }
     for name, (res, args) in sigs.items():
@@ -336,12 +338,15 @@ class Kernel(_Handle):
         self.prepare(q, k, v, o, **kw)()
 
     def prepare_backward(self, q, k, v, o, d_o, dq, dk, dv, lse, scale=0.0, params=None, buffers=None,
-                         stream=None, deterministic=False):
+                         stream=None, deterministic=False, block_map=False):
         """Builds the fj_backward_args struct once; returns launch() that runs the backward on it.
 
         q, k, v, o, scale, params, buffers: as given to the forward that wrote `lse` (required:
         fp32 [batch, heads_q, seq_q], contiguous); d_o: dL/dO shaped like o; dq, dk, dv: written,
-        shaped like q, k, v (GQA: dk, dv summed over each group's query heads)."""
+        shaped like q, k, v (GQA: dk, dv summed over each group's query heads).
+        block_map=True (masks that read tensors): build the backward's block maps once here, as
+        FlexAttention's BlockMask is built once, instead of before every launch; valid while the
+        sizes, params and tensor contents stay the same."""
         import torch
         a = BackwardArgs()
         a.struct_size = ctypes.sizeof(BackwardArgs)
@@ -364,6 +369,12 @@ class Kernel(_Handle):
             stream = torch.cuda.current_stream().cuda_stream
         a.stream = stream
         a.deterministic = 1 if deterministic else 0
+        if block_map:
+            m = ctypes.c_void_p()
+            _check(lib().fj_backward_block_map_build(self._h, ctypes.byref(a), ctypes.byref(m)),
+                   "fj_backward_block_map_build")
+            keep.append(_BlockMap(m))
+            a.block_map = m
         return self._launcher("fj_backward", a, keep)
 
     def backward(self, q, k, v, o, d_o, dq, dk, dv, lse, **kw):
