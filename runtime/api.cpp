@@ -114,14 +114,10 @@ int Kernel::spill_bytes() const { return detail::Access::impl(*this, "spill_byte
 
 namespace {
 
-// What a block map depends on besides tensor contents: sizes and param values.
+// The forward's map lists block_n-wide key tiles per block_m-high query tile.
 std::vector<uint64_t> map_key(const ForwardArgs& a, const rt::ForwardLaunch& launch, size_t params,
                               const TileConfig& tile) {
-  // The tile config too: the map lists block_n-wide key tiles per block_m-high query tile.
-  std::vector<uint64_t> key = {uint64_t(a.batch), uint64_t(a.seq_q), uint64_t(a.seq_kv), uint64_t(a.heads_q),
-                               uint64_t(a.heads_kv), uint64_t(tile.block_m), uint64_t(tile.block_n)};
-  key.insert(key.end(), launch.extra.begin(), launch.extra.begin() + params);
-  return key;
+  return rt::block_map_key(a, {tile.block_m, tile.block_n}, launch, params);
 }
 
 struct MapShape {

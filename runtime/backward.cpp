@@ -221,11 +221,7 @@ BackwardMapSizes backward_map_sizes(const AnalyzedSpec& spec, const BackwardPlan
 
 std::vector<uint64_t> backward_map_key(const BackwardArgs& a, const BackwardLaunch& launch, size_t params,
                                        const BackwardPlan& plan) {
-  std::vector<uint64_t> key = {uint64_t(a.batch),   uint64_t(a.seq_q),     uint64_t(a.seq_kv),
-                               uint64_t(a.heads_q), uint64_t(a.heads_kv),  uint64_t(plan.q.rows),
-                               uint64_t(plan.q.cols), uint64_t(plan.kv.rows), uint64_t(plan.kv.cols)};
-  key.insert(key.end(), launch.forward.extra.begin(), launch.forward.extra.begin() + params);
-  return key;
+  return block_map_key(a, {plan.q.rows, plan.q.cols, plan.kv.rows, plan.kv.cols}, launch.forward, params);
 }
 
 void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const BackwardArgs& args,
@@ -263,7 +259,6 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
     int32_t* kv_tiles = alloc(z.kv_tiles);
     launch.set_maps(q_tiles, q_counts, kv_tiles, alloc(z.kv_counts));
   }
-  auto tiles = row_tiles;
   auto run = [&](cu::CUfunction f, unsigned grid_x, int64_t heads, int threads, int smem, const char* what) {
     run_on_stream(args, launch, f, grid_x, heads, threads, smem, what);
   };
@@ -272,15 +267,15 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
               (fused ? " (dQ in the dK/dV kernel)"
                      : plan.fused_dq ? " (deterministic: dQ by its own kernel)" : " (" + plan.fused_dq_note + ")"));
   if (m.map_kv && !map) run_backward_map_passes(m, args, launch, map_q);
-  run(m.prep, tiles(args.seq_q, kPrepRows), args.heads_q, kPrepThreads, 0, "cuLaunchKernel(backward D pre-pass)");
-  const unsigned key_tiles = tiles(args.seq_kv, plan.kv.rows);
+  run(m.prep, row_tiles(args.seq_q, kPrepRows), args.heads_q, kPrepThreads, 0, "cuLaunchKernel(backward D pre-pass)");
+  const unsigned key_tiles = row_tiles(args.seq_kv, plan.kv.rows);
   run(plan.fused_dq && !fused ? m.dkdv_det : m.loaded.function, key_tiles, args.heads_kv, plan.kv.threads,
       plan.kv.shared_bytes, "cuLaunchKernel(backward dK/dV)");
   if (m.dv) run(m.dv, key_tiles, args.heads_kv, plan.kv.threads, plan.kv.shared_bytes, "cuLaunchKernel(backward dV)");
   if (fused)
-    run(m.dq_convert, tiles(args.seq_q, kPrepRows), args.heads_q, kPrepThreads, 0, "cuLaunchKernel(backward dQ conversion)");
+    run(m.dq_convert, row_tiles(args.seq_q, kPrepRows), args.heads_q, kPrepThreads, 0, "cuLaunchKernel(backward dQ conversion)");
   else
-    run(m.dq, tiles(args.seq_q, plan.q.rows), args.heads_q, plan.q.threads, plan.q.shared_bytes,
+    run(m.dq, row_tiles(args.seq_q, plan.q.rows), args.heads_q, plan.q.threads, plan.q.shared_bytes,
         "cuLaunchKernel(backward dQ)");
   scratch.free();
 }

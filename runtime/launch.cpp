@@ -12,6 +12,15 @@
 
 namespace flashjit::rt {
 
+std::vector<uint64_t> block_map_key(const ProblemShape& s, std::initializer_list<int> tile_sizes,
+                                    const ForwardLaunch& launch, size_t params) {
+  std::vector<uint64_t> key = {uint64_t(s.batch), uint64_t(s.seq_q), uint64_t(s.seq_kv), uint64_t(s.heads_q),
+                               uint64_t(s.heads_kv)};
+  for (int t : tile_sizes) key.push_back(uint64_t(t));
+  key.insert(key.end(), launch.extra.begin(), launch.extra.begin() + params);
+  return key;
+}
+
 namespace {
 
 // The call being checked ("forward" or "backward"), for messages.

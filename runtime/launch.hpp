@@ -25,6 +25,12 @@ struct ForwardLaunch {
   std::vector<void*> slots;  // kernelParams for cuLaunchKernel; points into this object
 };
 
+// What a block map depends on besides tensor contents, so that a map built once is refused by a
+// call it does not fit: the problem's sizes, the tile sizes its lists are cut at, and the values of
+// the spec's `params` params (the first slots of `launch.extra`).
+std::vector<uint64_t> block_map_key(const ProblemShape& s, std::initializer_list<int> tile_sizes,
+                                    const ForwardLaunch& launch, size_t params);
+
 // Throws Error(usage) naming the offending argument and what is allowed. When the i32 arithmetic
 // of the mask's closed-form kv range could wrap at these sizes, the kernel is told to visit every
 // key instead.
