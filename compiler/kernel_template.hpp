@@ -62,6 +62,7 @@ struct LaunchFacts {
   int shared_bytes = 0;      // dynamic shared memory per CTA
   bool has_map = false;      // the module also holds entry + "_blockmap", the block-map pre-pass
   bool map_per_batch = false, map_per_head = false;
+  bool persistent = false;   // walks its tiles from any grid: launched with at most one CTA per SM
 };
 
 // One kernel module, planned: limits checked and every number the code needs decided. Planning

@@ -166,6 +166,7 @@ CompiledKernel PlannedKernel::describe() const {
   out.map_entry = facts.has_map ? entry + "_blockmap" : "";
   out.map_per_batch = facts.map_per_batch;
   out.map_per_head = facts.map_per_head;
+  out.persistent = facts.persistent;
   out.arch = target.arch;
   out.config = config;
   out.config_reason = config_reason;

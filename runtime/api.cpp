@@ -158,11 +158,33 @@ bool shape_of(const AnalyzedSpec& spec, const rt::Context& ctx, const rt::Kernel
   return true;
 }
 
+// The attention kernel's grid: one CTA per (query tile × split, head, batch), or for a persistent
+// kernel (CompiledKernel::persistent) one per SM, each walking tiles, while there are more tiles
+// than SMs — the kernel's plan keeps it at one CTA per SM by shared memory.
+struct Grid {
+  unsigned x, y, z;
+  int64_t tiles;
+  bool persistent;
+};
+
+Grid forward_grid(const CompiledKernel& c, const rt::ForwardShape& shape, const ForwardArgs& args, const rt::Context& ctx) {
+  const int64_t tiles = rt::checked_product({shape.q_tiles * shape.splits, shape.heads_y, args.batch}, "forward: the grid");
+  static const bool allowed = knob::get("FLASHJIT_PERSISTENT") == "auto";
+  // The kernel counts tiles in i32 and steps past the last by up to the grid's size.
+  if (c.persistent && tiles > (int64_t(1) << 30))
+    throw Error(ErrorKind::usage, "forward: " + std::to_string(tiles) + " tiles exceed the 2^30 a persistent kernel walks");
+  if (c.persistent && allowed && tiles > ctx.info.sm_count)
+    return {static_cast<unsigned>(ctx.info.sm_count), 1, 1, tiles, true};
+  return {static_cast<unsigned>(shape.q_tiles * shape.splits), static_cast<unsigned>(shape.heads_y),
+          static_cast<unsigned>(args.batch), tiles, false};
+}
+
 // The launch as FLASHJIT_LOG=info logs it and describe_launch() says it.
-std::string launch_text(const rt::ForwardShape& shape, const ForwardArgs& args) {
+std::string launch_text(const rt::ForwardShape& shape, const ForwardArgs& args, const rt::Context& ctx) {
   const CompiledKernel& c = *shape.pick.compiled;
-  return c.key + " grid " + std::to_string(shape.q_tiles * shape.splits) + "x" + std::to_string(shape.heads_y) + "x" +
-         std::to_string(args.batch) + " block " + std::to_string(c.threads) + " smem " + std::to_string(c.shared_bytes) +
+  const Grid g = forward_grid(c, shape, args, ctx);
+  return c.key + " grid " + std::to_string(g.x) + "x" + std::to_string(g.y) + "x" + std::to_string(g.z) +
+         (g.persistent ? " (persistent, " + std::to_string(g.tiles) + " tiles)" : "") + " block " + std::to_string(c.threads) + " smem " + std::to_string(c.shared_bytes) +
          " config " + c.config.str() + " (" + *shape.pick.why + ")" +
          (c.map_entry.empty() ? "" : args.block_map ? " + caller's block map" : " + block map built now") + shape.note;
 }
@@ -174,7 +196,7 @@ std::string Kernel::describe_launch(const ForwardArgs& args) const {
   rt::ForwardLaunch launch;
   rt::ForwardShape shape;
   if (!shape_of(*k.spec, *k.ctx, *k.dispatch, args, "describe_launch", launch, shape)) return "no launch: the call has no output rows";
-  return launch_text(shape, args);
+  return launch_text(shape, args, *k.ctx);
 }
 
 void Kernel::forward(const ForwardArgs& args) const {
@@ -195,11 +217,11 @@ void Kernel::forward(const ForwardArgs& args) const {
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
   rt::StreamScratch scratch(*k.ctx, stream);  // after the guard: freed with the context current
-  auto launch_on = [&](cu::CUfunction f, const char* what) {
-    rt::check_launch(d.cuLaunchKernel(f, grid_x, static_cast<unsigned>(heads_y), static_cast<unsigned>(args.batch),
-                                      static_cast<unsigned>(c.threads), 1, 1, f == loaded.function ? c.shared_bytes : 0,
+  auto launch_map = [&] {
+    rt::check_launch(d.cuLaunchKernel(loaded.map_function, grid_x, static_cast<unsigned>(heads_y),
+                                      static_cast<unsigned>(args.batch), static_cast<unsigned>(c.threads), 1, 1, 0,
                                       stream, launch.slots.data(), nullptr),
-                     what, args.stream);
+                     "cuLaunchKernel(block map pre-pass)", args.stream);
   };
   // Split-KV's fp32 partial O and LSE: stream-ordered, freed after the combine kernel.
   if (splits > 1) {
@@ -235,13 +257,21 @@ void Kernel::forward(const ForwardArgs& args) const {
     }
     launch.slots.push_back(&tiles);
     launch.slots.push_back(&counts);
-    if (own_map) launch_on(loaded.map_function, "cuLaunchKernel(block map pre-pass)");
+    if (own_map) launch_map();
   } else if (args.block_map) {
     throw Error(ErrorKind::usage, "forward: block_map given, but this kernel's mask has an exact closed form and no block map");
   }
-  if (log::enabled(log::Level::info)) log::info("launch " + launch_text(shape, args));
-  grid_x = static_cast<unsigned>(q_tiles * splits);  // < 2^31: q_tiles < 2^31 / 16 and splits ≤ 128
-  launch_on(loaded.function, "cuLaunchKernel(attention forward)");
+  if (log::enabled(log::Level::info)) log::info("launch " + launch_text(shape, args, *k.ctx));
+  const Grid grid = forward_grid(c, shape, args, *k.ctx);
+  launch.fixed.grid_heads = static_cast<int32_t>(heads_y);  // K/V heads where GQA groups are packed
+  if (c.persistent) {  // its tile counter starts at zero (stream-ordered: graph capture records the memset)
+    const cu::CUdeviceptr counter = scratch.alloc(4, "persistent tile counter");
+    rt::check_launch(d.cuMemsetD32Async(counter, 0, 1, stream), "cuMemsetD32Async(persistent tile counter)", args.stream);
+    launch.fixed.tile_counter = reinterpret_cast<int32_t*>(counter);
+  }
+  rt::check_launch(d.cuLaunchKernel(loaded.function, grid.x, grid.y, grid.z, static_cast<unsigned>(c.threads), 1, 1,
+                                    c.shared_bytes, stream, launch.slots.data(), nullptr),
+                   "cuLaunchKernel(attention forward)", args.stream);
   if (splits > 1) {
     // Varlen: the packed tokens as one sequence of batch 1 (o's batch stride is not used).
     cu::CUlaunchAttribute early{};

@@ -262,6 +262,9 @@ void pack_forward(const AnalyzedSpec& analyzed, const ForwardArgs& a, ForwardLau
   p.page_size = static_cast<int32_t>(a.page_size);
   p.pages_per_seq = static_cast<int32_t>(a.max_pages_per_seq);
   p.seqused_kv = a.seqused_kv;
+  p.grid_heads = static_cast<int32_t>(a.heads_q);  // Kernel::forward sets K/V heads where it packs GQA groups
+  p.grid_batch = static_cast<int32_t>(a.batch);
+  p.tile_counter = nullptr;  // Kernel::forward's, for a persistent kernel
   if (const dsl::KvRange* range = analyzed.mask ? &analyzed.kv_range : nullptr) {
     dsl::SymbolValues sv;
     sv.seq_q = a.seq_q;

@@ -97,7 +97,7 @@ TuneMode tune_mode(const std::optional<std::string>& value) {
 }
 
 autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s, bool backward, int page_size) {
-  // The backward template's version ("bwd-7") leads its keys: a tuning timed on other backward
+  // The backward template's version ("bwd-8") leads its keys: a tuning timed on other backward
   // kernels (which configs fuse dQ, for one) is not reused.
   const std::string name = backward ? find_template("attention_bwd").version + "-" + spec.spec_hash : spec.spec_hash;
   autotune::ShapeBucket bucket = autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,

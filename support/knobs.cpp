@@ -29,6 +29,8 @@ namespace flashjit::knob {
     "who assembles PTX: auto = the CUDA toolkit's ptxas (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin) when its release is 12.0 up to the driver's, else the driver's JIT; driver = always the driver's JIT; a path = that ptxas") \
   X("FLASHJIT_PDL", "enum", "auto", "auto|off",                                                     \
     "programmatic dependent launch: auto = the split-KV combine starts while the split kernel's last CTAs run (sm_90+, driver 12.3+); off = plain launches, one after the other") \
+  X("FLASHJIT_PERSISTENT", "enum", "auto", "auto|off",                                              \
+    "forward kernels with a producer warpgroup: auto = one CTA per SM, each walking tiles (the next tile's loads under this one's epilogue); off = one CTA per query tile") \
   X("FLASHJIT_SCRATCH_KEEP", "size", "256MiB", "",                                                   \
     "device memory the launch scratch pool (split-KV partials, block maps, backward workspace) keeps between calls; 0 returns it at every synchronisation")
 

@@ -86,6 +86,43 @@ TEST_CASE("gpu masks: every head dim with masks that cut tiles", "[gpu][masks]")
   check_all(cases);
 }
 
+// Persistent CTAs (CompiledKernel::persistent): with more tiles than SMs each CTA walks several,
+// its pipeline's stages and mbarrier phases running on from one tile to the next, and loads the
+// next tile's Q while it stores this one's O. Among them: partial last tiles, block-map walks,
+// a tensor indexed by head, and (causal_br, fewer keys than queries) tiles with no key at all.
+TEST_CASE("gpu masks: persistent CTAs walking more tiles than SMs, every mask, d=128 and d=256", "[gpu][masks]") {
+  REQUIRE_GPU_OR_SKIP();
+  Runtime rt = Runtime::create(0);
+  std::vector<Case> cases;
+  for (int d : {128, 256})
+    for (const Variant& v : variants()) {
+      const std::string label = v.label;
+      if (d == 256 && label != "none" && label != "causal" && label != "document" && label != "softcap") continue;
+      Case c = make_case(v, DType::bf16, d, d, 200, 333);
+      c.heads_q = c.heads_kv = 48;
+      c.batch = 3;  // 2 × 48 × 3 = 288 query tiles
+      cases.push_back(c);
+    }
+  Case empty_tiles = make_case(variants()[2], DType::f16, 128, 128, 400, 150);  // rows 0–249 see no key
+  empty_tiles.heads_q = empty_tiles.heads_kv = 48;  // (a GQA group this short would be packed: no producer)
+  empty_tiles.batch = 1;
+  cases.push_back(empty_tiles);
+  bool knob_auto = false;
+  for (const KnobInfo& k : knobs()) knob_auto = knob_auto || (k.name == "FLASHJIT_PERSISTENT" && k.value == "auto");
+  for (const Case& c : cases) {
+    CompileOptions opts;
+    opts.autotune = "off";
+    Kernel kernel = rt.compile(c.spec, opts);
+    std::unique_ptr<test::DeviceProblem> dp = test::upload_problem(rt, c, 1);
+    const std::string text = kernel.describe_launch(dp->args);
+    INFO(text);
+    const bool wgmma = kernel.compiled().description.find("/wgmma ") != std::string::npos;
+    if (wgmma && c.spec.head_dim_qk == 128) CHECK(kernel.compiled().persistent);  // the producer plan's
+    CHECK((kernel.compiled().persistent && knob_auto) == (text.find("(persistent, ") != std::string::npos));
+  }
+  check_all(cases);
+}
+
 TEST_CASE("gpu masks: GQA 8:1 and MQA with masks and scores", "[gpu][masks]") {
   REQUIRE_GPU_OR_SKIP();
   std::vector<Case> cases;

@@ -30,6 +30,10 @@ struct Emitter {
   template <class Body>
   void loop(llvm::Value* begin, llvm::Value* end, int step, const char* name, Body body);
 
+  // The same with a step known only at run time (positive).
+  template <class Body>
+  void loop(llvm::Value* begin, llvm::Value* end, llvm::Value* step, const char* name, Body body);
+
   // if (cond) then_body(); — no else.
   template <class Body>
   void when(llvm::Value* cond, const char* name, Body then_body);
@@ -37,6 +41,11 @@ struct Emitter {
 
 template <class Body>
 void Emitter::loop(llvm::Value* begin, llvm::Value* end, int step, const char* name, Body body) {
+  loop(begin, end, c32(step), name, body);
+}
+
+template <class Body>
+void Emitter::loop(llvm::Value* begin, llvm::Value* end, llvm::Value* step, const char* name, Body body) {
   llvm::BasicBlock* pre = b.GetInsertBlock();
   llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, std::string(name) + ".head", fn);
   llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(ctx, std::string(name) + ".body", fn);
@@ -48,7 +57,7 @@ void Emitter::loop(llvm::Value* begin, llvm::Value* end, int step, const char* n
   b.CreateCondBr(b.CreateICmpSLT(i, end), body_bb, exit);
   b.SetInsertPoint(body_bb);
   body(static_cast<llvm::Value*>(i));
-  llvm::Value* next = b.CreateAdd(i, c32(step), std::string(name) + ".next", /*HasNUW=*/false, /*HasNSW=*/true);
+  llvm::Value* next = b.CreateAdd(i, step, std::string(name) + ".next", /*HasNUW=*/false, /*HasNSW=*/true);
   i->addIncoming(next, b.GetInsertBlock());
   b.CreateBr(head);
   b.SetInsertPoint(exit);

@@ -11,6 +11,12 @@ llvm::Value* grid_dim(Emitter& e, int axis);   // %nctaid.{x,y,z}
 void sync_threads(Emitter& e);                 // bar.sync 0
 // bar.sync 1 + group, 128: the 128 threads of warpgroup `group` (0 or 1) only (PTX ISA §9.7.13.1).
 void sync_warpgroup(Emitter& e, llvm::Value* group);
+// bar.sync id, threads: waits until `threads` threads (whole warps) have arrived at barrier `id`
+// (PTX ISA §9.7.13.1); ids 1 and 2 are sync_warpgroup's.
+void sync_named(Emitter& e, int id, int threads);
+// bar.arrive id, threads: counts this warp's arrival at barrier `id` without waiting; the warps
+// that bar.sync there go on once `threads` threads have arrived.
+void arrive_named(Emitter& e, int id, int threads);
 // Programmatic dependent launch (PTX ISA, "griddepcontrol": sm_90, PTX 7.8).
 // launch_dependents: a grid launched after this one with programmatic stream serialization may
 // start once every CTA of this grid has issued it or exited — its CTAs become resident (and run
@@ -21,6 +27,8 @@ void launch_dependents(Emitter& e);  // griddepcontrol.launch_dependents
 void wait_prerequisites(Emitter& e);  // griddepcontrol.wait
 // shfl.sync.bfly.b32 over the full warp (PTX ISA §9.7.8.6).
 llvm::Value* shfl_xor(Emitter& e, llvm::Value* x, int lane_mask);
+// shfl.sync.idx.b32 over the full warp: lane `lane`'s x (i32).
+llvm::Value* shfl_idx(Emitter& e, llvm::Value* x, int lane);
 // ex2.approx.ftz.f32: 2 ulp, flushes denormals; llvm.exp2 does not lower to it in LLVM 19.
 llvm::Value* exp2_fast(Emitter& e, llvm::Value* x);
 // lg2.approx.ftz.f32.

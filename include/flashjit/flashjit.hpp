@@ -178,6 +178,9 @@ struct CompiledKernel {
   std::string config_reason;  // why this tile config (heuristic row or "given")
   int threads = 0;          // per CTA
   int shared_bytes = 0;     // dynamic shared memory per CTA
+  // Persistent CTAs: the kernel walks its (query tile, head, batch) tiles from any grid, and the
+  // runtime launches one CTA per SM (FLASHJIT_PERSISTENT=auto) instead of one per tile.
+  bool persistent = false;
   std::string llvm_ir;      // optimised module (empty unless CompileOptions::keep_llvm_ir)
   std::string ptx;
   std::vector<StageRecord> stages;

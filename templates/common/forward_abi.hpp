@@ -36,6 +36,14 @@ struct ForwardParams {
   const int32_t* block_table;
   int32_t page_size, pages_per_seq;
   const int32_t* seqused_kv;
+  // The grid's y and z extents: query heads (K/V heads under GQA packing) and batch. A persistent
+  // kernel (ForwardPlan::persistent) walks the (query tile, head, batch) tiles from any grid and
+  // cannot read them from its own.
+  int32_t grid_heads, grid_batch;
+  // A persistent kernel's tile counter, zero at launch: each CTA takes its first tile from its
+  // index and every later one from here (an atomic add), so the tiles start in order wherever
+  // they run. Null for other kernels.
+  int32_t* tile_counter;
 };
 // The combine kernel: one CTA per query row, its warps sharing the row's splits; grid x = seq_q,
 // y = query heads, z = batch. At most kMaxSplits splits (FlashAttention-2's cap, flash_api.cpp).
@@ -63,7 +71,8 @@ enum ForwardParam : int {
   kParamSeqQ = kParamStrides + 12,
   kParamSeqKv, kParamGroup, kParamScaleLog2, kParamRangeOk,
   kParamSplits, kParamPartialO, kParamPartialLse, kParamCuSeqlensQ, kParamCuSeqlensKv,
-  kParamBlockTable, kParamPageSize, kParamPagesPerSeq, kParamSeqUsedKv,
+  kParamBlockTable, kParamPageSize, kParamPagesPerSeq, kParamSeqUsedKv, kParamGridHeads, kParamGridBatch,
+  kParamTileCounter,
   kParamCount
 };
 
@@ -91,6 +100,9 @@ inline void forward_param_slots(ForwardParams& p, void* slots[kParamCount]) {
   slots[kParamPageSize] = &p.page_size;
   slots[kParamPagesPerSeq] = &p.pages_per_seq;
   slots[kParamSeqUsedKv] = &p.seqused_kv;
+  slots[kParamGridHeads] = &p.grid_heads;
+  slots[kParamGridBatch] = &p.grid_batch;
+  slots[kParamTileCounter] = &p.tile_counter;
 }
 
 }  // namespace flashjit

@@ -18,8 +18,8 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
   for (int i = 0; i < 12; ++i) params[kParamStrides + i] = llvm::Type::getInt64Ty(ctx);
   params[kParamSeqQ] = params[kParamSeqKv] = params[kParamGroup] = params[kParamRangeOk] = params[kParamSplits] = i32;
   params[kParamPartialO] = params[kParamPartialLse] = params[kParamCuSeqlensQ] = params[kParamCuSeqlensKv] = gptr;
-  params[kParamBlockTable] = params[kParamSeqUsedKv] = gptr;
-  params[kParamPageSize] = params[kParamPagesPerSeq] = i32;
+  params[kParamBlockTable] = params[kParamSeqUsedKv] = params[kParamTileCounter] = gptr;
+  params[kParamPageSize] = params[kParamPagesPerSeq] = params[kParamGridHeads] = params[kParamGridBatch] = i32;
   params[kParamScaleLog2] = llvm::Type::getFloatTy(ctx);
   for (const dsl::Param& p : spec.dsl.params) params.push_back(p.type == dsl::Type::F32 ? llvm::Type::getFloatTy(ctx) : i32);
   for (size_t t = 0; t < spec.dsl.tensors.size(); ++t) params.push_back(gptr);
@@ -70,7 +70,7 @@ llvm::Value* backward_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i) {
 }
 
 ExprInputs expr_inputs(tile::Emitter& e, const AnalyzedSpec& spec, llvm::Value* batch, llvm::Value* head,
-                       llvm::Value* head_kv, llvm::Value* heads_q) {
+                       llvm::Value* head_kv, llvm::Value* heads_q, llvm::Value* batches) {
   auto& B = e.b;
   llvm::Function* fn = e.fn;
   ExprInputs ex;
@@ -81,7 +81,8 @@ ExprInputs expr_inputs(tile::Emitter& e, const AnalyzedSpec& spec, llvm::Value* 
   ex.seq_kv = fn->getArg(kParamSeqKv);
   ex.heads_q = heads_q ? heads_q
                        : B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y));
-  llvm::Value* batches = B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z));
+  if (!batches)
+    batches = B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z));
   int arg = kParamCount;
   for (size_t i = 0; i < spec.dsl.params.size(); ++i) ex.params.push_back(fn->getArg(arg++));
   for (const dsl::TensorDecl& t : spec.dsl.tensors) {

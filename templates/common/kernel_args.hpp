@@ -29,9 +29,10 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
 llvm::Value* backward_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i);
 
 // Builtins, params and tensors (with their launch extents) as the function's IR values.
-// `heads_q` null: the grid's y extent (kernels with one CTA row per query head).
+// `heads_q` null: the grid's y extent (kernels with one CTA row per query head); `batches` null:
+// its z extent.
 ExprInputs expr_inputs(tile::Emitter& e, const AnalyzedSpec& spec, llvm::Value* batch, llvm::Value* head,
-                       llvm::Value* head_kv, llvm::Value* heads_q = nullptr);
+                       llvm::Value* head_kv, llvm::Value* heads_q = nullptr, llvm::Value* batches = nullptr);
 
 KvBoundsInputs kv_bounds_inputs(tile::Emitter& e, const ExprInputs& ex, llvm::Value* q_first, llvm::Value* q_last);
 

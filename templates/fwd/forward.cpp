@@ -10,7 +10,9 @@
 // (templates/common/kv_bounds) gives, per query tile, the tiles to visit — the rest are never
 // loaded — and those needing no mask code; masks it cannot describe exactly read the block map's
 // list instead. In the other tiles the mask expression runs per element. A score modifier runs on
-// scale·qkᵀ before the softmax.
+// scale·qkᵀ before the softmax. With a producer the CTAs are persistent (run_persistent): each
+// walks query tiles one after another, taking the next from a global counter, its pipeline
+// running on from tile to tile.
 #include "templates/fwd/forward.hpp"
 
 #include <cmath>
@@ -18,6 +20,7 @@
 #include "compiler/lower_expr.hpp"
 #include "compiler/tile/copy.hpp"
 #include "compiler/tile/gpu.hpp"
+#include "compiler/tile/inline_ptx.hpp"
 #include "compiler/tile/mbarrier.hpp"
 #include "compiler/tile/mma.hpp"
 #include "templates/common/forward_abi.hpp"
@@ -43,7 +46,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       SPLIT(plan.target.split_kv),
       VARLEN(plan.target.varlen),
       PAGED(plan.target.paged),
-      PRODUCER(plan.producer) {
+      PRODUCER(plan.producer),
+      PERSISTENT(plan.persistent) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -56,6 +60,16 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   lane_ = B.CreateAnd(tid_, e_.c32(31));
   g_ = B.CreateLShr(lane_, 2);             // fragment row (and row + 8)
   t4_ = B.CreateAnd(lane_, e_.c32(3));     // fragment column pair
+  smem_ = tile::shared_u32(e_, tile::shared_base(e_));
+  if (plan.smem_align > 1) smem_ = B.CreateAnd(B.CreateAdd(smem_, e_.c32(plan.smem_align - 1)), e_.c32(-plan.smem_align));
+  q_smem_ = SmemTile{B.CreateAdd(smem_, e_.c32(plan.smem.q)), BM};
+  multiplier_ = plan.spec->score ? e_.cf(1.f) : scale_log2_;
+  if (PERSISTENT) {  // no varlen, paging or GQA packing: the launch's lengths; tiles in run_persistent()
+    seq_q_ = rows_ = arg(kParamSeqQ);
+    seq_kv_ = arg(kParamSeqKv);
+    q_tiles_ = B.CreateUDiv(B.CreateAdd(rows_, e_.c32(BM - 1)), e_.c32(BM));
+    return;
+  }
   batch_ = tile::block_id(e_, 2);
   const SequenceView seq = sequence_view(e_, fn_, batch_, VARLEN, PAGED);
   seq_q_ = seq.seq_q, seq_kv_ = seq.seq_kv, q0_ = seq.q0, kv0_ = seq.kv0, page_table_ = seq.page_table;
@@ -65,49 +79,70 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   Value* x = tile::block_id(e_, 0);
   Value* q_tiles = SPLIT ? B.CreateUDiv(tile::grid_dim(e_, 0), arg(kParamSplits)) : nullptr;
   split_ = SPLIT ? B.CreateUDiv(x, q_tiles) : nullptr;
-  q_tile_ = SPLIT ? B.CreateSub(x, B.CreateMul(split_, q_tiles)) : x;
-  if (plan.last_tile_first) q_tile_ = B.CreateSub(B.CreateSub(tile::grid_dim(e_, 0), e_.c32(1)), x);
+  Value* q_tile = SPLIT ? B.CreateSub(x, B.CreateMul(split_, q_tiles)) : x;
+  if (plan.last_tile_first) q_tile = B.CreateSub(B.CreateSub(tile::grid_dim(e_, 0), e_.c32(1)), x);
   if (VARLEN) {  // tiles past this sequence's rows: nothing to do (before any barrier)
     llvm::BasicBlock* work = llvm::BasicBlock::Create(e_.ctx, "work", fn_);
     llvm::BasicBlock* idle = llvm::BasicBlock::Create(e_.ctx, "idle", fn_);
-    B.CreateCondBr(B.CreateICmpSGE(B.CreateMul(q_tile_, e_.c32(BM)), rows_), idle, work);
+    B.CreateCondBr(B.CreateICmpSGE(B.CreateMul(q_tile, e_.c32(BM)), rows_), idle, work);
     B.SetInsertPoint(idle);
     B.CreateRetVoid();
     B.SetInsertPoint(work);
   }
+  Value *head, *head_kv;
   if (G > 1) {
-    head_kv_ = tile::block_id(e_, 1);          // grid y = K/V heads; the CTA serves all G of its group
-    head_ = B.CreateMul(head_kv_, e_.c32(G));  // the group's first query head
+    head_kv = tile::block_id(e_, 1);          // grid y = K/V heads; the CTA serves all G of its group
+    head = B.CreateMul(head_kv, e_.c32(G));  // the group's first query head
   } else {
-    head_ = tile::block_id(e_, 1);
-    head_kv_ = B.CreateUDiv(head_, arg(kParamGroup));  // GQA/MQA: query heads share a K/V head
+    head = tile::block_id(e_, 1);
+    head_kv = B.CreateUDiv(head, arg(kParamGroup));  // GQA/MQA: query heads share a K/V head
   }
+  enter_tile(q_tile, head, head_kv, G > 1 ? B.CreateMul(tile::grid_dim(e_, 1), e_.c32(G)) : nullptr, nullptr);
+}
 
-  auto base = [&](int param, int t, Value* h) {
-    Value* off = PAGED && t > 0 ? slice_offset(e_, strides_[t], e_.c32(0), e_.c32(0), h)  // rows via the table
-                 : VARLEN       ? slice_offset(e_, strides_[t], e_.c32(0), t == 0 ? q0_ : kv0_, h)
-                                : slice_offset(e_, strides_[t], batch_, e_.c32(0), h);
-    return B.CreateGEP(B.getInt16Ty(), arg(param), off);
-  };
-  q_base_ = base(kParamQ, 0, head_);
-  k_base_ = base(kParamK, 1, head_kv_);
-  v_base_ = base(kParamV, 2, head_kv_);
+// The tensor's slice [batch_, 0, h] (paged K/V: rows through the table; varlen: the sequence's
+// first token).
+Value* ForwardKernel::tensor_base(int param, int t, Value* h) {
+  Value* off = PAGED && t > 0 ? slice_offset(e_, strides_[t], e_.c32(0), e_.c32(0), h)
+               : VARLEN       ? slice_offset(e_, strides_[t], e_.c32(0), t == 0 ? q0_ : kv0_, h)
+                              : slice_offset(e_, strides_[t], batch_, e_.c32(0), h);
+  return e_.b.CreateGEP(e_.b.getInt16Ty(), arg(param), off);
+}
 
-  smem_ = tile::shared_u32(e_, tile::shared_base(e_));
-  if (plan.smem_align > 1) smem_ = B.CreateAnd(B.CreateAdd(smem_, e_.c32(plan.smem_align - 1)), e_.c32(-plan.smem_align));
-  q_smem_ = SmemTile{B.CreateAdd(smem_, e_.c32(plan.smem.q)), BM};
-
+// Everything that depends on the query tile, its head and batch_: the tensors' slices, the rows,
+// the expression inputs and the key tiles to walk. `heads_q`, `batches`: null for the grid's.
+void ForwardKernel::enter_tile(Value* q_tile, Value* head, Value* head_kv, Value* heads_q, Value* batches) {
+  q_tile_ = q_tile, head_ = head, head_kv_ = head_kv;
+  q_base_ = tensor_base(kParamQ, 0, head_);
+  k_base_ = tensor_base(kParamK, 1, head_kv_);
+  v_base_ = tensor_base(kParamV, 2, head_kv_);
   const TileRows rows = tile_rows(e_, q_tile_, BM, rows_);
   q_start_ = rows.first;
   q_last_ = rows.last;
   q_first_ = query_of(q_start_);
   q_final_ = query_of(q_last_);
-  ex_ = expr_inputs(e_, *plan.spec, batch_, head_, head_kv_,
-                    G > 1 ? B.CreateMul(tile::grid_dim(e_, 1), e_.c32(G)) : nullptr);
+  ex_ = expr_inputs(e_, *plan_.spec, batch_, head_, head_kv_, heads_q, batches);
   ex_.seq_q = seq_q_;  // this sequence's lengths (varlen); the launch's otherwise
   ex_.seq_kv = seq_kv_;
   find_key_tiles();
-  multiplier_ = plan.spec->score ? e_.cf(1.f) : scale_log2_;
+}
+
+// Tile t of a persistent walk (ForwardPlan::persistent): query tile t % q_tiles (from the last
+// with last_tile_first), head (t / q_tiles) % heads, batch t / (q_tiles · heads).
+ForwardKernel::TileAt ForwardKernel::tile_at(Value* t) {
+  auto& B = e_.b;
+  Value* heads = arg(kParamGridHeads);
+  Value* hb = B.CreateUDiv(t, q_tiles_);
+  Value* x = B.CreateSub(t, B.CreateMul(hb, q_tiles_));
+  Value* q_tile = plan_.last_tile_first ? B.CreateSub(B.CreateSub(q_tiles_, e_.c32(1)), x) : x;
+  return {q_tile, B.CreateURem(hb, heads), B.CreateUDiv(hb, heads)};
+}
+
+void ForwardKernel::enter_tile_at(Value* t) {
+  const TileAt at = tile_at(t);
+  batch_ = at.batch;
+  enter_tile(at.q_tile, at.head, e_.b.CreateUDiv(at.head, arg(kParamGroup)), arg(kParamGridHeads),
+             arg(kParamGridBatch));
 }
 
 // Keys to visit and keys needing no mask: the closed form (never a block mask) or, for masks it
@@ -159,7 +194,7 @@ tile::GlobalRows ForwardKernel::kv_rows(Value* j, Value* entry, int t) {
 // docs/perf-notes.md).
 void ForwardKernel::issue_kv(Value* j, Value* entry, bool once, bool ahead) {
   auto& B = e_.b;
-  Value* stage = B.CreateURem(j, e_.c32(S));
+  Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
   tile::GlobalRows k = kv_rows(j, entry, 1), v = kv_rows(j, entry, 2);
   // K and V rows are the same keys: their pages' table entries are loaded once for both.
   if (tile::pages_per_tile(k, BN)) {
@@ -189,8 +224,10 @@ void ForwardKernel::keep_pages_ahead(Value* j) {
   for (size_t i = 0; i < ids.size(); ++i) e_.b.CreateStore(ids[i], pages_ahead_[i]);
 }
 
-void ForwardKernel::load_q() {
-  tile::copy_rows(e_, q_smem_, {q_base_, strides_[0][1], q_start_, rows_, G, strides_[0][2]}, spec_.head_dim_qk,
+void ForwardKernel::load_q() { load_q_rows(q_base_, q_start_); }
+
+void ForwardKernel::load_q_rows(Value* q_base, Value* q_start) {
+  tile::copy_rows(e_, q_smem_, {q_base, strides_[0][1], q_start, rows_, G, strides_[0][2]}, spec_.head_dim_qk,
                   plan_.compute_threads, tid_,
                   /*once=*/true);
   tile::cp_async_commit(e_);
@@ -246,9 +283,27 @@ void ForwardKernel::init_state() {
 // The compute warps load Q; thread 0 initialises the stage mbarriers; after a CTA barrier the
 // producer warpgroup leaves for produce() and the compute warpgroups go on.
 void ForwardKernel::start_producer() {
+  Value* producer = split_warpgroups(/*load_q=*/true);
+  llvm::BasicBlock* prod = llvm::BasicBlock::Create(e_.ctx, "producer", fn_);
+  llvm::BasicBlock* compute = llvm::BasicBlock::Create(e_.ctx, "compute", fn_);
+  e_.b.CreateCondBr(producer, prod, compute);
+  e_.b.SetInsertPoint(prod);
+  tile::set_max_registers(e_, plan_.producer_registers, false);
+  produce();
+  tile::cp_async_wait(e_, 0);
+  e_.b.CreateRetVoid();
+  e_.b.SetInsertPoint(compute);
+  tile::set_max_registers(e_, plan_.compute_registers, true);
+}
+
+// The mbarriers initialised (and Q loaded, when asked) and published to every warp; returns
+// whether this thread is the producer's. Registers then move from the producer to the compute
+// warpgroups (PTX ISA §9.7.17.1, setmaxnreg), within the launch's allocation
+// (ForwardPlan::producer_registers).
+Value* ForwardKernel::split_warpgroups(bool with_q) {
   auto& B = e_.b;
   const int warps = plan_.config.num_warps;
-  bars_ = B.CreateAdd(smem_, e_.c32(plan_.smem.barriers));
+  if (!bars_) bars_ = B.CreateAdd(smem_, e_.c32(plan_.smem.barriers));
   e_.when(B.CreateICmpEQ(tid_, e_.c32(0)), "init_bars", [&] {
     for (int s = 0; s < S; ++s) {
       tile::mbarrier_init(e_, full_bar(e_.c32(s)), 128);     // one cp.async arrival per producer thread
@@ -256,22 +311,146 @@ void ForwardKernel::start_producer() {
     }
   });
   Value* producer = B.CreateICmpUGE(warp_, e_.c32(warps));
-  e_.when(B.CreateNot(producer), "load_q", [&] {
-    load_q();
-    tile::cp_async_wait(e_, 0);
+  if (with_q)
+    e_.when(B.CreateNot(producer), "load_q", [&] {
+      load_q();
+      tile::cp_async_wait(e_, 0);
+    });
+  start_products();  // Q (when loaded) and the initialised mbarriers, for every warp
+  return producer;
+}
+
+// Persistent walks (ForwardPlan::persistent) hand each claimed tile index from the producer's
+// first warp to the other eleven through one shared slot and two named barriers (PTX ISA
+// §9.7.13.1), as FlashAttention-3's dynamic scheduler does: the first warp writes the slot and
+// arrives at "tile full"; each other warp syncs there, reads the slot and arrives at "tile empty";
+// the first warp syncs at "tile empty" before it writes the slot again. Each barrier's count is
+// every thread of the CTA, so every warp takes part in every round exactly once, in order.
+Value* ForwardKernel::tile_slot() { return e_.b.CreateAdd(bars_, e_.c32(16 * S)); }
+
+void ForwardKernel::publish_tile(Value* t, Value* again) {
+  auto& B = e_.b;
+  const int threads = plan_.threads;
+  e_.when(again, "tile.reuse", [&] { tile::sync_named(e_, kTileEmpty, threads); });
+  e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "tile.write", [&] {
+    tile::inline_ptx(e_, B.getVoidTy(), {tile_slot(), t}, "st.shared.u32 [$0], $1;", "r,r,~{memory}");
   });
-  start_products();  // Q and the initialised mbarriers, for every warp
+  tile::arrive_named(e_, kTileFull, threads);
+}
+
+Value* ForwardKernel::take_tile() {
+  auto& B = e_.b;
+  const int threads = plan_.threads;
+  tile::sync_named(e_, kTileFull, threads);
+  Value* t = tile::inline_ptx(e_, e_.i32(), {tile_slot()}, "ld.shared.u32 $0, [$1];", "=r,r,~{memory}");
+  tile::arrive_named(e_, kTileEmpty, threads);
+  return t;
+}
+
+// `while (t < total) { body(t); t = next(); }` with t in a variable: `next` runs at the end of
+// body, which stores the next index into `t` itself.
+void ForwardKernel::tile_loop(llvm::AllocaInst* t, Value* total, const char* name, const std::function<void(Value*)>& body) {
+  auto& B = e_.b;
+  llvm::BasicBlock* head = llvm::BasicBlock::Create(e_.ctx, std::string(name) + ".head", fn_);
+  llvm::BasicBlock* work = llvm::BasicBlock::Create(e_.ctx, std::string(name) + ".body", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(e_.ctx, std::string(name) + ".exit", fn_);
+  B.CreateBr(head);
+  B.SetInsertPoint(head);
+  Value* now = B.CreateLoad(e_.i32(), t);
+  B.CreateCondBr(B.CreateICmpSLT(now, total), work, done);
+  B.SetInsertPoint(work);
+  body(now);
+  B.CreateBr(head);
+  B.SetInsertPoint(done);
+}
+
+// ForwardPlan::persistent. The pipeline's step (stage and mbarrier phase) runs on across tiles.
+// Every warp knows the CTA's first tile; the producer's first thread claims each next one once
+// this tile's copies are issued, num_stages steps before the compute warps finish it: claimed when
+// the tile starts, a CTA would hold one tile in reserve through a whole long tile while others ran
+// dry (§23 of docs/perf-notes.md). The compute warps take the next index when their products have
+// read this tile's Q, load that tile's Q, then store this tile's O.
+void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
+  auto& B = e_.b;
+  Value* first = B.CreateAdd(tile::block_id(e_, 0),
+                             B.CreateMul(tile::grid_dim(e_, 0), B.CreateAdd(tile::block_id(e_, 1),
+                                                                            B.CreateMul(tile::grid_dim(e_, 1),
+                                                                                        tile::block_id(e_, 2)))));
+  Value* stride = B.CreateMul(tile::grid_dim(e_, 0), B.CreateMul(tile::grid_dim(e_, 1), tile::grid_dim(e_, 2)));
+  Value* total = B.CreateMul(q_tiles_, B.CreateMul(arg(kParamGridHeads), arg(kParamGridBatch)));
+  llvm::AllocaInst* steps = e_.var(e_.i32(), "steps", e_.c32(0));  // pipeline steps of the tiles before
+  llvm::AllocaInst* tile = e_.var(e_.i32(), "tile", first);
+  bars_ = B.CreateAdd(smem_, e_.c32(plan_.smem.barriers));
+  Value* producer = split_warpgroups(/*with_q=*/false);
+  auto walk = [&](Value* t) {
+    enter_tile_at(t);
+    step0_ = B.CreateLoad(e_.i32(), steps);
+  };
   llvm::BasicBlock* prod = llvm::BasicBlock::Create(e_.ctx, "producer", fn_);
   llvm::BasicBlock* compute = llvm::BasicBlock::Create(e_.ctx, "compute", fn_);
   B.CreateCondBr(producer, prod, compute);
-  // Registers move from the producer to the compute warpgroups (PTX ISA §9.7.17.1, setmaxnreg),
-  // within the launch's allocation (ForwardPlan::producer_registers).
+
   B.SetInsertPoint(prod);
   tile::set_max_registers(e_, plan_.producer_registers, false);
-  produce();
+  Value* lead = B.CreateICmpEQ(warp_, e_.c32(plan_.config.num_warps));  // the producer's first warp
+  llvm::AllocaInst* published = e_.var(e_.i32(), "tile.published", e_.c32(0));
+  llvm::AllocaInst* claimed = e_.var(e_.i32(), "tile.claimed", e_.c32(0));
+  tile_loop(tile, total, "tiles.produce", [&](Value* t) {
+    walk(t);
+    produce();
+    B.CreateStore(B.CreateAdd(step0_, walk_->count()), steps);
+    llvm::BasicBlock* publish = llvm::BasicBlock::Create(e_.ctx, "tile.publish", fn_);
+    llvm::BasicBlock* take = llvm::BasicBlock::Create(e_.ctx, "tile.take", fn_);
+    llvm::BasicBlock* next = llvm::BasicBlock::Create(e_.ctx, "tile.next", fn_);
+    B.CreateCondBr(lead, publish, take);
+    B.SetInsertPoint(publish);
+    e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "tile.claim", [&] {
+      Value* old = B.CreateAtomicRMW(llvm::AtomicRMWInst::Add, arg(kParamTileCounter), e_.c32(1), llvm::MaybeAlign(4),
+                                     llvm::AtomicOrdering::Monotonic);
+      B.CreateStore(B.CreateAdd(old, stride), claimed);
+    });
+    Value* mine = tile::shfl_idx(e_, B.CreateLoad(e_.i32(), claimed), 0);
+    Value* again = B.CreateICmpNE(B.CreateLoad(e_.i32(), published), e_.c32(0));
+    publish_tile(mine, again);
+    B.CreateStore(e_.c32(1), published);
+    B.CreateStore(mine, tile);
+    B.CreateBr(next);
+    B.SetInsertPoint(take);
+    B.CreateStore(take_tile(), tile);
+    B.CreateBr(next);
+    B.SetInsertPoint(next);
+  });
+  // The last round's readers have arrived at "tile empty": the first warp completes it.
+  e_.when(B.CreateAnd(lead, B.CreateICmpNE(B.CreateLoad(e_.i32(), published), e_.c32(0))), "tile.last",
+          [&] { tile::sync_named(e_, kTileEmpty, plan_.threads); });
+  tile::cp_async_wait(e_, 0);
   B.CreateRetVoid();
+
   B.SetInsertPoint(compute);
   tile::set_max_registers(e_, plan_.compute_registers, true);
+  prepare_products();
+  const int computing = plan_.compute_threads;
+  auto load_q_of = [&](Value* t) {
+    const TileAt at = tile_at(t);
+    Value* off = slice_offset(e_, strides_[0], at.batch, e_.c32(0), at.head);
+    load_q_rows(B.CreateGEP(B.getInt16Ty(), arg(kParamQ), off), B.CreateMul(at.q_tile, e_.c32(BM)));
+  };
+  e_.when(B.CreateICmpSLT(first, total), "first_q", [&] { load_q_of(first); });
+  tile_loop(tile, total, "tiles", [&](Value* t) {
+    walk(t);
+    tile::cp_async_wait(e_, 0);  // this tile's Q
+    tc_->publish_shared(e_);
+    tile::sync_named(e_, kComputeBarrier, computing);
+    init_state();
+    for_each_key_tile(body);
+    tile::sync_named(e_, kComputeBarrier, computing);  // every product that reads Q has been waited for
+    Value* next = take_tile();
+    e_.when(B.CreateICmpSLT(next, total), "next_q", [&] { load_q_of(next); });
+    store_output();
+    B.CreateStore(B.CreateAdd(step0_, walk_->count()), steps);
+    B.CreateStore(next, tile);
+  });
+  B.CreateRetVoid();
 }
 
 // The producer's walk: each step waits until its stage's last readers are done (the previous
@@ -281,27 +460,27 @@ void ForwardKernel::start_producer() {
 void ForwardKernel::produce() {
   auto& B = e_.b;
   e_.loop(e_.c32(0), walk_->count(), 1, "produce", [&](Value* j) {
-    Value* stage = B.CreateURem(j, e_.c32(S));
-    Value* round = B.CreateUDiv(j, e_.c32(S));
-    e_.when(B.CreateICmpUGE(j, e_.c32(S)), "refill", [&] {
+    Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
+    Value* round = B.CreateUDiv(pipe_step(j), e_.c32(S));
+    e_.when(B.CreateICmpUGE(pipe_step(j), e_.c32(S)), "refill", [&] {
       tile::mbarrier_wait(e_, empty_bar(stage), B.CreateAnd(B.CreateAdd(round, e_.c32(1)), e_.c32(1)));
     });
     const TileWalk::Step step = walk_->begin_step(e_, j);
     issue_kv(j, walk_->entry(e_, j, 0, step.now), /*once=*/false);
     tile::cp_async_mbarrier_arrive(e_, full_bar(stage));
   });
-  tile::cp_async_wait(e_, 0);
 }
 
-// With a producer: step j waits for its stage's full mbarrier (phase j / S) and frees the stage
+// With a producer: step j waits for its stage's full mbarrier (phase j / S, j counted from the
+// persistent walk's first tile) and frees the stage
 // when the products that read it have been waited for, which body() does before it returns.
 void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body) {
   auto& B = e_.b;
   if (PRODUCER) {
     e_.loop(e_.c32(0), walk_->count(), 1, "kv", [&](Value* j) {
-      Value* stage = B.CreateURem(j, e_.c32(S));
+      Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
       const TileWalk::Step step = walk_->begin_step(e_, j);  // a listed walk's entries, one step ahead
-      tile::mbarrier_wait(e_, full_bar(stage), B.CreateAnd(B.CreateUDiv(j, e_.c32(S)), e_.c32(1)));
+      tile::mbarrier_wait(e_, full_bar(stage), B.CreateAnd(B.CreateUDiv(pipe_step(j), e_.c32(S)), e_.c32(1)));
       tc_->publish_shared(e_);
       KeyTile t = key_tile(j, step.now);
       body(t);
@@ -330,7 +509,7 @@ KeyTile ForwardKernel::key_tile(Value* j, Value* entry) {
   auto& B = e_.b;
   KeyTile t;
   t.j = j;
-  Value* stage = B.CreateURem(j, e_.c32(S));
+  Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
   t.k = stage_tile(plan_.smem.k, plan_.smem.k_stage, stage);
   t.v = stage_tile(plan_.smem.v, plan_.smem.v_stage, stage);
   t.entry = entry;
@@ -407,17 +586,23 @@ void ForwardKernel::accumulate_output(const RegTile& p, const KeyTile& t) {
 
 llvm::Function* emit_attention_forward(llvm::Module& module, const ForwardPlan& plan, const std::string& entry) {
   fwd::ForwardKernel k(module, plan, entry);
-  k.load_q_and_first_kv_tiles();
-  k.prepare_products();
-  k.init_state();
-  k.for_each_key_tile([&](fwd::KeyTile& t) {
+  auto step = [&](fwd::KeyTile& t) {
     tile::RegTile s = k.scores(t);  // S = Q Kᵀ
     k.modify_scores(s, t);    // score modifier, on scale·S
     k.mask_scores(s, t);      // the mask, where the tile is not wholly visible
     k.softmax_step(s);        // online softmax: P = exp(S − m), l, O rescaled
     k.accumulate_output(s, t);  // O += P V
-  });
+  };
+  if (plan.persistent) {
+    k.run_persistent(step);  // the same steps, tile after tile
+    return k.function();
+  }
+  k.load_q_and_first_kv_tiles();
+  k.prepare_products();
+  k.init_state();
+  k.for_each_key_tile(step);
   k.store_output();
+  k.finish();
   return k.function();
 }
 

@@ -55,11 +55,30 @@ class ForwardKernel {
   void softmax_step(RegTile& s) { tile::online_softmax(e_, s, multiplier_, softmax_, o_); }
   void accumulate_output(const RegTile& p, const KeyTile& t);
   void store_output();
+  void finish() { e_.b.CreateRetVoid(); }
+  // ForwardPlan::persistent: the whole kernel, `body` run on each key tile of each tile it walks.
+  void run_persistent(const std::function<void(KeyTile&)>& body);
 
  private:
   void store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse);
   void find_key_tiles();
+  Value* tensor_base(int param, int t, Value* h);
+  void enter_tile(Value* q_tile, Value* head, Value* head_kv, Value* heads_q, Value* batches);
+  struct TileAt {
+    Value *q_tile, *head, *batch;
+  };
+  TileAt tile_at(Value* t);
+  void enter_tile_at(Value* t);
+  Value* split_warpgroups(bool with_q);
+  // Persistent walks: the claimed tile's hand-over (see forward.cpp) and the loop over a CTA's tiles.
+  Value* tile_slot();
+  void publish_tile(Value* t, Value* again);
+  Value* take_tile();
+  void tile_loop(llvm::AllocaInst* t, Value* total, const char* name, const std::function<void(Value*)>& body);
+  // Step j of this tile's walk as a step of the pipeline, which a persistent CTA runs on across tiles.
+  Value* pipe_step(Value* j) { return step0_ ? e_.b.CreateAdd(step0_, j) : j; }
   void load_q();
+  void load_q_rows(Value* q_base, Value* q_start);
   void start_products();
   void start_producer();
   void produce();
@@ -91,9 +110,15 @@ class ForwardKernel {
   const bool VARLEN;            // packed sequences (Target::varlen): lengths and offsets from cu_seqlens
   const bool PAGED;             // paged K/V (Target::paged): rows through the block table
   const bool PRODUCER;          // ForwardPlan::producer: K/V loads by a producer warpgroup
+  const bool PERSISTENT;        // ForwardPlan::persistent: the CTA walks tiles
+  // The compute warpgroups' named barrier (persistent: Q handed from one tile to the next).
+  static constexpr int kComputeBarrier = 3;
+  static constexpr int kTileFull = 4, kTileEmpty = 5;  // persistent: the claimed tile's hand-over
   Value* strides_[4][3];
   Value *seq_q_, *seq_kv_, *scale_log2_;
   Value* rows_;                  // packed rows: seq_q · G
+  Value* q_tiles_ = nullptr;     // persistent: query tiles per head
+  Value* step0_ = nullptr;       // persistent: pipeline steps of the tiles walked before this one
   Value* q0_ = nullptr;          // varlen: this sequence's first token in q/o and in k/v
   Value* kv0_ = nullptr;
   Value* page_table_ = nullptr;  // paged: this sequence's row of the block table

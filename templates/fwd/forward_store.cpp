@@ -49,7 +49,6 @@ void ForwardKernel::store_output() {
                 [&] { B.CreateStore(natural_lse(), B.CreateGEP(e_.f32(), lse_ptr, row_index())); });
       });
     }
-  B.CreateRetVoid();
 }
 
 // This split's O (normalised, fp32 pairs) and LSE of one row, at its slice of the partial buffers

@@ -211,9 +211,13 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   if (p.producer) {
     p.threads += 128;
     split_registers(p);
+    p.persistent = true;
+    // The stages' mbarriers; then the persistent walk's claimed tile index (8 bytes: the
+    // mbarriers' alignment kept for whatever follows).
+    const int bytes = 16 * c.num_stages + (p.persistent ? 8 : 0);
     p.smem.barriers = p.smem.total;
-    p.smem.total += 16 * c.num_stages;
-    p.shared_bytes += 16 * c.num_stages;
+    p.smem.total += bytes;
+    p.shared_bytes += bytes;
   }
   if (p.shared_bytes > max_shared_bytes(target.arch))
     reject(c, "Q and " + std::to_string(c.num_stages) + " stages of K/V tiles need " + std::to_string(p.shared_bytes) +
@@ -260,6 +264,7 @@ std::string ForwardPlan::describe() const {
   if (spec->score) o << " score=" << s.score;
   if (has_map()) o << " +blockmap";
   if (producer) o << " +producer";
+  if (persistent) o << " +persistent";
   if (last_tile_first) o << " +last-tile-first";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << (dependent_launch ? " +split(dependent-launch)" : " +split");

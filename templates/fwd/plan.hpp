@@ -19,7 +19,9 @@ struct ForwardSmem {
   int k = 0;          // num_stages × [block_n][d_qk_pad]
   int v = 0;          // num_stages × [block_n][d_v_pad]
   int k_stage = 0, v_stage = 0;
-  int barriers = 0;   // producer warpgroup: num_stages "full" then num_stages "empty" mbarriers, 8 B each
+  // Producer warpgroup: num_stages "full" then num_stages "empty" mbarriers, 8 B each; with
+  // persistent CTAs then the claimed tile index (i32, 8 B reserved).
+  int barriers = 0;
   int total = 0;
 };
 
@@ -47,6 +49,18 @@ struct ForwardPlan {
   // the last wave holds the shortest, not the longest (FlashAttention-2's causal schedule; +3–5% at
   // 4k–16k causal on the H200, docs/perf-notes.md §14). Masked, unsplit, not varlen launches.
   bool last_tile_first = false;
+  // Persistent CTAs (FlashAttention-3 §3.1's dynamic tile scheduler): a CTA serves the tile of its
+  // linear index, then takes the next from a global counter (grid size + an atomic add) until
+  // none is left. Tile t is query tile t % q_tiles (from the last, with last_tile_first) of head
+  // (t / q_tiles) % heads, batch t / (q_tiles · heads) — the order a full grid starts them in, and
+  // as there a tile starts when an SM is free: the tiles running at once stay a window of
+  // neighbours, which share their head's K/V in L2, and long and short tiles spread over the SMs
+  // (a static stride gave one CTA the long causal tiles and another the short: §23 of
+  // docs/perf-notes.md). The producer warpgroup takes the index and hands it to every warp
+  // through a shared slot and named barriers, then runs ahead into that tile's K/V while the compute warps finish
+  // the previous one; they load the next tile's Q while they store this one's O. Producer plans
+  // only (one CTA per SM by shared memory); the runtime picks the grid (FLASHJIT_PERSISTENT).
+  bool persistent = false;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
   // waits for the partials (tile::launch_dependents / wait_prerequisites), so its launch and

@@ -10,9 +10,9 @@ namespace flashjit {
 namespace {
 
 // Bump a version whenever that template's generated code changes: its cached kernels then miss.
-constexpr const char* kForwardVersion = "fwd-21";
-constexpr const char* kBlockMapVersion = "map-5";
-constexpr const char* kCombineVersion = "combine-5";
+constexpr const char* kForwardVersion = "fwd-22";
+constexpr const char* kBlockMapVersion = "map-6";
+constexpr const char* kCombineVersion = "combine-6";
 
 class ForwardKernelPlan final : public KernelPlan {
  public:
@@ -33,7 +33,8 @@ class ForwardKernelPlan final : public KernelPlan {
   std::string describe() const override { return p_.describe(); }
   LaunchFacts launch() const override {
     const BlockMapPolicy& map = p_.spec->block_map;
-    return {p_.threads, p_.shared_bytes, map.needed, map.needed && map.per_batch, map.needed && map.per_head};
+    return {p_.threads, p_.shared_bytes, map.needed, map.needed && map.per_batch, map.needed && map.per_head,
+            p_.persistent};
   }
   void emit(llvm::Module& module, const std::string& entry) const override {
     emit_attention_forward(module, p_, entry);

@@ -189,7 +189,8 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   CHECK(p.threads == 384);
   CHECK(p.compute_threads == 256);
   CHECK(p.smem.barriers == 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2);  // after Q and the K/V stages
-  CHECK(p.shared_bytes == p.smem.barriers + 2 * 2 * 8 + 1024);       // a full and an empty mbarrier per stage
+  // A full and an empty mbarrier per stage, then the persistent walk's tile index (8 bytes).
+  CHECK(p.shared_bytes == p.smem.barriers + 2 * 2 * 8 + 8 + 1024);
   CHECK(p.min_ctas_per_sm == 1);
   CHECK_THAT(p.describe(), Catch::Contains("+producer"));
   // setmaxnreg moves registers within the launch's allocation (168 per thread at 384 threads):
@@ -266,7 +267,35 @@ TEST_CASE("pipeline: a masked forward walks its query tiles from the last, so th
   varlen.varlen = true;
   CHECK_FALSE(plan("causal", split).last_tile_first);
   CHECK_FALSE(plan("causal", varlen).last_tile_first);
-  // The generated kernel reads %nctaid.x to turn the CTA's x into its tile only when it reverses.
-  CHECK_THAT(compile_to_ptx(spec_of(128, "causal")).ptx, Catch::Contains("%nctaid.x"));
-  CHECK_THAT(compile_to_ptx(spec_of(128, "")).ptx, !Catch::Contains("%nctaid.x"));
+  // A kernel of one CTA per tile (no producer warpgroup: one warpgroup here) reads %nctaid.x to
+  // turn the CTA's x into its tile only when it reverses.
+  CompileOptions one_warpgroup;
+  one_warpgroup.config = TileConfig{64, 128, 4, 2};
+  CHECK_THAT(compile_to_ptx(spec_of(128, "causal"), one_warpgroup).ptx, Catch::Contains("%nctaid.x"));
+  CHECK_THAT(compile_to_ptx(spec_of(128, ""), one_warpgroup).ptx, !Catch::Contains("%nctaid.x"));
+}
+
+TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the others do not", "[pipeline]") {
+  Target sm90{"sm_90a"};
+  auto plan = [](const std::string& mask, const TileConfig& c, const Target& t) {
+    return plan_forward(analyze_spec(spec_of(128, mask)), c, t);
+  };
+  const ForwardPlan p = plan("causal", TileConfig{128, 128, 8, 2}, sm90);
+  CHECK(p.producer);
+  CHECK(p.persistent);
+  CHECK_THAT(p.describe(), Catch::Contains("+producer +persistent"));
+  CHECK(plan("kv % 3 == 0", TileConfig{128, 128, 8, 2}, sm90).persistent);  // a block map's walk too
+  CHECK_FALSE(plan("causal", TileConfig{64, 128, 4, 2}, sm90).persistent);  // no producer warpgroup
+  Target split = sm90;
+  split.split_kv = true;
+  CHECK_FALSE(plan("causal", TileConfig{128, 128, 8, 2}, split).persistent);
+  // The runtime learns it from the compiled kernel, and launches such kernels one CTA per SM.
+  const CompiledKernel c = compile_to_ptx(spec_of(128, "causal"));
+  CHECK(c.persistent);
+  // The compute warpgroups hand Q from tile to tile on their own named barrier (256 threads),
+  // never the CTA's: the producer is a tile or more ahead of them.
+  CHECK_THAT(c.ptx, Catch::Contains("3, 256;"));
+  CompileOptions one_warpgroup;
+  one_warpgroup.config = TileConfig{64, 128, 4, 2};
+  CHECK_FALSE(compile_to_ptx(spec_of(128, "causal"), one_warpgroup).persistent);
 }
