@@ -347,8 +347,7 @@ Value* ForwardKernel::take_tile() {
   return t;
 }
 
-// `while (t < total) { body(t); t = next(); }` with t in a variable: `next` runs at the end of
-// body, which stores the next index into `t` itself.
+// `while (t < total) body(t);` with t in a variable that body advances.
 void ForwardKernel::tile_loop(llvm::AllocaInst* t, Value* total, const char* name, const std::function<void(Value*)>& body) {
   auto& B = e_.b;
   llvm::BasicBlock* head = llvm::BasicBlock::Create(e_.ctx, std::string(name) + ".head", fn_);
