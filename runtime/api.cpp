@@ -184,8 +184,8 @@ std::string launch_text(const rt::ForwardShape& shape, const ForwardArgs& args, 
   const CompiledKernel& c = *shape.pick.compiled;
   const Grid g = forward_grid(c, shape, args, ctx);
   return c.key + " grid " + std::to_string(g.x) + "x" + std::to_string(g.y) + "x" + std::to_string(g.z) +
-         (g.persistent ? " (persistent, " + std::to_string(g.tiles) + " tiles)" : "") + " block " + std::to_string(c.threads) + " smem " + std::to_string(c.shared_bytes) +
-         " config " + c.config.str() + " (" + *shape.pick.why + ")" +
+         (g.persistent ? " (persistent, " + std::to_string(g.tiles) + " tiles)" : "") + " block " +
+         std::to_string(c.threads) + " smem " + std::to_string(c.shared_bytes) + " config " + c.config.str() + " (" + *shape.pick.why + ")" +
          (c.map_entry.empty() ? "" : args.block_map ? " + caller's block map" : " + block map built now") + shape.note;
 }
 

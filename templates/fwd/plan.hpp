@@ -56,10 +56,11 @@ struct ForwardPlan {
   // as there a tile starts when an SM is free: the tiles running at once stay a window of
   // neighbours, which share their head's K/V in L2, and long and short tiles spread over the SMs
   // (a static stride gave one CTA the long causal tiles and another the short: §23 of
-  // docs/perf-notes.md). The producer warpgroup takes the index and hands it to every warp
-  // through a shared slot and named barriers, then runs ahead into that tile's K/V while the compute warps finish
-  // the previous one; they load the next tile's Q while they store this one's O. Producer plans
-  // only (one CTA per SM by shared memory); the runtime picks the grid (FLASHJIT_PERSISTENT).
+  // docs/perf-notes.md). The producer warpgroup claims the next index once this tile's copies are
+  // issued and hands it to every warp through a shared slot and named barriers, then runs ahead
+  // into that tile's K/V while the compute warps finish this one; they load the next tile's Q
+  // while they store this one's O. Producer plans only (one CTA per SM by shared memory); the
+  // runtime picks the grid (FLASHJIT_PERSISTENT).
   bool persistent = false;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
