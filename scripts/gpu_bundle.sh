@@ -18,5 +18,7 @@ strip --strip-unneeded .device/libflashjit.so.0 .device/flashjit .device/flashji
 g++ -std=c++17 -O2 -Iinclude examples/embed/embed.cpp -Lbuild -lflashjit -Wl,-rpath,'$ORIGIN' -o .device/embed_cpp
 cc -std=c99 -O2 -Iinclude examples/embed/embed.c -Lbuild -lflashjit -ldl -Wl,-rpath,'$ORIGIN' -o .device/embed_c
 strip .device/embed_cpp .device/embed_c
+# What compute-sanitizer's racecheck makes of the hand-over patterns (scripts/gpu_racecheck_probe.sh).
+cc -std=gnu11 -O2 scripts/racecheck_probe.c -ldl -o .device/racecheck_probe
 cp scripts/gpu_check.sh .device/
 du -sh .device

@@ -75,9 +75,11 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
   // two, −2.4% at 1k causal (docs/perf-notes.md §16, §18); with one (its derivative's registers)
   // the 128-query kernel spilled under ptxas 13.
   if (d <= 64 && wgmma_for(target, 64, 4)) c = spec.score ? TileConfig{64, 64, 4, 2} : TileConfig{128, 64, 4, 1};
-  // At d = 256 the wgmma dK kernel with a score modifier spills on 8 warps and not on 4.
+  // Above d = 192 the wgmma dK kernel with a score modifier spills on 8 warps and not on 4. Without
+  // one, 128 keys on 8 warps measured 1.11–1.23× faster than 64 on 4 at every standard shape and
+  // within 5% of the tuner's pick (docs/perf-notes.md §24).
   std::vector<TileConfig> order = {c, {c.block_m, c.block_n, c.num_warps, 1}, {32, 64, 4, 2}, {32, 64, 4, 1}};
-  if (d > 192 && wgmma_for(target, 64, 4)) order.insert(order.begin(), TileConfig{32, 64, 4, 2});
+  if (d > 192 && spec.score && wgmma_for(target, 64, 4)) order.insert(order.begin(), TileConfig{32, 64, 4, 2});
   // The first that fits shared memory: K, V, and the stages of Q, dO and their LSE and D.
   const int pad = (spec.spec.head_dim_qk + 63) / 64 * 64 + (spec.spec.head_dim_v + 63) / 64 * 64;
   for (const TileConfig& t : order) {
