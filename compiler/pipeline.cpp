@@ -146,6 +146,7 @@ Target target_for(const CompileOptions& options, const std::string& default_arch
   // Without a device the assembler is what FLASHJIT_PTXAS says; rt::device_target sets the one
   // the runtime chose (auto with no suitable ptxas is the driver's JIT).
   t.moves_registers = knob::get("FLASHJIT_PTXAS") != "driver";
+  t.backward_warpgroups = knob::get("FLASHJIT_BWD_WARPGROUPS") == "on";
   return t;
 }
 

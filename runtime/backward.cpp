@@ -264,6 +264,7 @@ void launch_backward(const BackwardModule& m, const AnalyzedSpec& spec, const Ba
   };
   if (log::enabled(log::Level::info))
     log::info("backward launch " + m.compiled.key + " " + m.compiled.config.str() + (plan.split_kv ? " (dK, dV split)" : "") +
+                     (plan.warpgroup_split ? " (dK, dV by warpgroup)" : "") +
               (fused ? " (dQ in the dK/dV kernel)"
                      : plan.fused_dq ? " (deterministic: dQ by its own kernel)" : " (" + plan.fused_dq_note + ")"));
   if (m.map_kv && !map) run_backward_map_passes(m, args, launch, map_q);

@@ -9,7 +9,8 @@
 // Both recompute S = QKᵀ, P = exp(S − LSE) from the forward's LSE and dP = dO Vᵀ, then
 // dS = P ∘ (dP − D) chained through the score modifier's derivative; scale multiplies dQ and dK
 // once, at the end. Rows whose keys are all masked have LSE = −inf: P = 0 there, so their
-// gradients are exactly 0. Above d = 128 the dK/dV kernel runs twice, once per output.
+// gradients are exactly 0. Above d = 128 the dK/dV kernel runs twice, once per output, or (with
+// BackwardPlan::warpgroup_split) gives each output to one of its warpgroups.
 #include "templates/bwd/backward.hpp"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -22,93 +23,11 @@
 #include "compiler/tile/copy.hpp"
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/mma.hpp"
-#include "compiler/tile/tensor_core.hpp"
-#include "templates/bwd/dq_sum.hpp"
+#include "templates/bwd/backward_kernel.hpp"
 #include "templates/common/backward_abi.hpp"
 #include "templates/common/forward_abi.hpp"
-#include "templates/common/kernel_args.hpp"
-#include "templates/common/kv_bounds.hpp"
-#include "templates/common/tile_walk.hpp"
 
-namespace flashjit {
-
-namespace {
-
-using llvm::Value;
-using tile::RegTile;
-using tile::SmemTile;
-
-// Which sequence the CTA's rows belong to.
-enum class Side { keys, queries };
-
-// What a kernel accumulates: dK and dV (or one of them when the plan splits), or dQ; on the keys
-// side dq means dQ added into the workspace (BackwardPlan::fused_dq).
-struct Outputs {
-  bool dk = false, dv = false, dq = false;
-};
-
-Value* slice_offset(tile::Emitter& e, Value* const strides[3], Value* b, Value* h) {
-  auto& B = e.b;
-  return B.CreateAdd(B.CreateMul(B.CreateZExt(b, e.i64()), strides[0]), B.CreateMul(B.CreateZExt(h, e.i64()), strides[2]));
-}
-
-class BackwardKernel {
- public:
-  BackwardKernel(llvm::Module& module, const BackwardPlan& plan, Side side, Outputs out, const std::string& name);
-  void run();
-
- private:
-  // Per query head (the dK/dV kernel loops over its group): pointers, tile range, walk.
-  void start_head(Value* head);
-  void walk_tiles();
-  void issue(Value* j, Value* entry, bool once);
-  void tile_step(Value* j, Value* entry);
-  // P of one streamed tile from its S (and the score's derivative at each element).
-  RegTile probabilities(RegTile s, Value* first, Value* entry, RegTile* grad);
-  void load_row_stats();
-  Value* row_stat(bool delta, int mt, int nt, int i);
-  // The keys side's dQ (templates/bwd/dq_sum.hpp): this head's inputs.
-  DqSumInputs dq_sum() const { return {smem_, tid_, bwd(kBwdDqAccum), batch_head_, seq_q_}; }
-  void store(const tile::TileVars& acc, Value* base, Value* const strides[3], Value* limit, int cols, Value* mult);
-
-  Value* arg(int i) const { return fn_->getArg(unsigned(i)); }
-  Value* bwd(int i) const { return backward_arg(fn_, *plan_.spec, i); }
-  Value* clamp(Value* x, Value* hi) { return e_.b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, hi); }
-  // The (query, key) of element (mt, nt, i) of a register tile whose columns start at `first`.
-  Value* row_of(int mt, int i);
-  Value* col_of(Value* first, int nt, int i);
-  Value* query_of(Value* first, int mt, int nt, int i) { return side_ == Side::queries ? row_of(mt, i) : col_of(first, nt, i); }
-  Value* key_of(Value* first, int mt, int nt, int i) { return side_ == Side::keys ? row_of(mt, i) : col_of(first, nt, i); }
-  SmemTile stage_tile(int region, int stage_bytes, Value* stage) {
-    auto& B = e_.b;
-    return {B.CreateAdd(B.CreateAdd(smem_, e_.c32(region)), B.CreateMul(stage, e_.c32(stage_bytes))), P_.cols};
-  }
-
-  const BackwardPlan& plan_;
-  const BackwardPass& P_;
-  const AttentionSpec& spec_;
-  Side side_;
-  Outputs out_;
-  llvm::Function* fn_;
-  tile::Emitter e_;
-  const int NT;  // 8-column n-tiles of S
-  Value* strides_[8][3];  // q, k, v, o, d_o, dq, dk, dv
-  Value *seq_q_, *seq_kv_, *seq_rows_, *seq_cols_, *scale_log2_, *group_;
-  Value *tid_, *warp_, *lane_, *g_, *t4_, *tile_, *head_, *batch_, *head_kv_, *heads_q_;
-  Value *smem_, *row0_, *row_last_;
-  // Streamed tiles (Q and dO, or K and V) of the current head.
-  Value *str_qk_base_ = nullptr, *str_v_base_ = nullptr, *lse_row_ = nullptr, *delta_row_ = nullptr;
-  ExprInputs ex_;
-  KvBounds bounds_{};
-  std::unique_ptr<TileWalk> walk_;
-  std::unique_ptr<tile::TensorCore> tc_a_, tc_b_;  // A = the resident d_qk tile, the resident d_v tile
-  tile::TileVars acc_a_, acc_b_;  // keys: dV (with tc_a), dK (with tc_b); queries: dQ (with tc_a)
-  tile::TileVars p_vars_;
-  // Per thread: LSE·log2 e (+inf for a row with no visible key) and D of each query it holds.
-  std::vector<llvm::AllocaInst*> lse_vars_, delta_vars_;
-  Value* stats_ = nullptr;  // the dK/dV kernel: this stage's LSE and D in shared memory
-  Value* batch_head_ = nullptr;  // batch · heads_q + the query head start_head was called for
-};
+namespace flashjit::bwd {
 
 BackwardKernel::BackwardKernel(llvm::Module& module, const BackwardPlan& plan, Side side, Outputs out,
                                const std::string& name)
@@ -323,6 +242,7 @@ void BackwardKernel::tile_step(Value* j, Value* entry) {
   Value* first = B.CreateMul(walk_->tile(e_, j, entry), e_.c32(P_.cols));
   if (side_ == Side::keys)
     stats_ = B.CreateAdd(B.CreateAdd(smem_, e_.c32(P_.stats)), B.CreateMul(stage, e_.c32(P_.stats_stage)));
+  if (P_.roles > 1) return out_.dv ? step_dv(first, entry, str_qk, str_v) : step_dk(str_qk, str_v);
   RegTile grad;
   if (plan_.spec->score) grad = tile::zero_tile(e_, P_.m_tiles, NT);
   const bool early = P_.dp_early && (out_.dk || out_.dq);  // a launch for dV alone has no dP
@@ -423,11 +343,13 @@ void BackwardKernel::run() {
   const int MT = P_.m_tiles;
   // tc_a: A = the d_qk tile (S = A·Bᵀ over d_qk); its P·B product is dV (keys) or dQ (queries).
   // tc_b: A = the d_v tile (dP over d_v); its product is dK (keys side only).
+  // With two roles each warpgroup multiplies all the CTA's rows: its warps count from 0.
   const int out_a = keys ? d_v : d_qk;
+  Value* mma_warp = P_.roles > 1 ? B.CreateAnd(warp_, e_.c32(3)) : warp_;
   tc_a_ = tile::make_tensor_core(P_.wgmma, {spec_.dtype, P_.rows, P_.cols, plan_.k_steps_qk, (out_a + 7) / 8, MT, false},
-                                 warp_, lane_);
+                                 mma_warp, lane_);
   tc_b_ = tile::make_tensor_core(P_.wgmma, {spec_.dtype, P_.rows, P_.cols, plan_.k_steps_v, (d_qk + 7) / 8, MT, false},
-                                 warp_, lane_);
+                                 mma_warp, lane_);
   tc_a_->prepare(e_, res_qk);
   tc_b_->prepare(e_, res_v);
 
@@ -445,32 +367,40 @@ void BackwardKernel::run() {
     delta_vars_.push_back(e_.var(e_.f32(), "delta"));
   }
 
-  if (keys) {
+  auto scale = [&] { return B.CreateFMul(scale_log2_, e_.cf(static_cast<float>(M_LN2))); };
+  auto walk_and_store = [&] {
     // Every query head of this KV head's group, in order: dK and dV sum over them on chip.
     Value* first_head = head_;
     e_.loop(e_.c32(0), group_, 1, "head", [&](Value* g) {
       start_head(B.CreateAdd(first_head, g));
       walk_tiles();
     });
+    // The shared memory a bulk reduction reads must outlive it: wait before the CTA exits.
+    if (out_.dq) finish_dq(e_, dq_sum());
+    Value* dk_scale = scale();
+    if (out_.dv) store(acc_a_, base(bwd(kBwdDv), 7, head_kv_), strides_[7], seq_kv_, d_v, e_.cf(1.f));
+    if (out_.dk) store(acc_b_, base(bwd(kBwdDk), 6, head_kv_), strides_[6], seq_kv_, d_qk, dk_scale);
+  };
+  if (keys && P_.roles > 1) {
+    run_roles(walk_and_store);
+  } else if (keys) {
+    walk_and_store();
   } else {
     start_head(head_);
     load_row_stats();
     walk_tiles();
-  }
-
-  // The shared memory a bulk reduction reads must outlive it: wait before the CTA exits.
-  if (keys && out_.dq) finish_dq(e_, dq_sum());
-  Value* scale = B.CreateFMul(scale_log2_, e_.cf(static_cast<float>(M_LN2)));
-  if (keys) {
-    if (out_.dv) store(acc_a_, base(bwd(kBwdDv), 7, head_kv_), strides_[7], seq_kv_, d_v, e_.cf(1.f));
-    if (out_.dk) store(acc_b_, base(bwd(kBwdDk), 6, head_kv_), strides_[6], seq_kv_, d_qk, scale);
-  } else {
-    store(acc_a_, base(bwd(kBwdDq), 5, head_), strides_[5], seq_q_, d_qk, scale);
+    Value* dq_scale = scale();
+    store(acc_a_, base(bwd(kBwdDq), 5, head_), strides_[5], seq_q_, d_qk, dq_scale);
   }
   B.CreateRetVoid();
 }
 
-}  // namespace
+}  // namespace flashjit::bwd
+
+namespace flashjit {
+
+using bwd::BackwardKernel;
+using bwd::Side;
 
 void emit_attention_backward(llvm::Module& module, const BackwardPlan& plan, const std::string& entry) {
   const BackwardEntries names = backward_entries(plan, entry);

@@ -25,7 +25,7 @@ bool wgmma_for(const Target& t, int rows, int warps) {
 void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_stats, bool with_dq, const char* what,
             const TileConfig& c) {
   p.threads = 32 * p.warps;
-  p.m_tiles = p.rows / (16 * p.warps);
+  p.m_tiles = p.rows / (16 * p.warps / p.roles);
   p.res_qk = 0;
   p.res_v = p.rows * plan.d_qk_pad * 2;
   p.str_qk_stage = p.cols * plan.d_qk_pad * 2;
@@ -36,6 +36,10 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
   p.stats = p.str_v + p.stages * p.str_v_stage;
   p.stats_stage = with_stats ? 8 * p.cols : 0;
   int total = p.stats + p.stages * p.stats_stage;
+  if (p.roles > 1) {
+    p.p_share = (total + 15) / 16 * 16;
+    total = p.p_share + p.rows * p.cols * 4;
+  }
   if (with_dq) {
     p.ds = (total + 1023) / 1024 * 1024;  // a wgmma operand: 1024-byte aligned
     p.dq = p.ds + p.rows * p.cols * 2;
@@ -51,7 +55,7 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
   // S and dP per streamed tile; with dP in flight under S's softmax, dP, S, P and the score's
   // derivative are live at once there: two tiles more with a score modifier, one without.
   const int tiles = 2 + (p.dp_early ? 1 + (plan.spec->score ? 1 : 0) : 0);
-  const int accumulators = p.rows * (acc_cols + tiles * p.cols) / p.threads;
+  const int accumulators = p.rows * (acc_cols + tiles * p.cols) / (p.threads / p.roles);
   // The forward's margins (templates/common/arch_limits.hpp) over the accumulators.
   const int need = accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
   p.min_ctas_per_sm = ctas_per_sm(arch, p.shared_bytes, p.threads, need);
@@ -97,8 +101,9 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
 std::optional<std::string> check_backward_shape(const TileConfig& c) {
   if (c.num_warps != 2 && c.num_warps != 4 && c.num_warps != 8)
     return "num_warps must be 2, 4 or 8 (the dK/dV kernel's CTA)";
-  if (c.block_n != 16 * c.num_warps && c.block_n != 32 * c.num_warps)
-    return "block_n must be 16 or 32 × num_warps: each warp owns one or two 16-row mma tiles of keys";
+  if (c.block_n != 16 * c.num_warps && c.block_n != 32 * c.num_warps && !(c.num_warps == 8 && c.block_n == 64))
+    return "block_n must be 16 or 32 × num_warps (each warp owns one or two 16-row mma tiles of keys), or 64 on 8 "
+           "warps (two warpgroups sharing the key tile)";
   if (c.block_m != 32 && c.block_m != 64 && c.block_m != 128)
     return "block_m must be 32, 64 or 128 (query tiles streamed past the keys, pairs of 8-column mma tiles)";
   if (c.num_stages < 1 || c.num_stages > 3) return "num_stages must be 1 to 3 (Q/dO tiles in flight)";
@@ -123,20 +128,33 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   p.k_steps_qk = (s.head_dim_qk + 15) / 16;
   p.k_steps_v = (s.head_dim_v + 15) / 16;
   p.split_kv = (c.block_n / (16 * c.num_warps)) * (s.head_dim_qk + s.head_dim_v) / 2 > 128;
+  if (c.num_warps == 8 && c.block_n == 64) {
+    if (!target.backward_warpgroups)
+      reject(c, "64 keys on 8 warps gives one key tile's dV and dK to the two warpgroups, which is off "
+                "(FLASHJIT_BWD_WARPGROUPS=on enables it)");
+    if (!wgmma_for(target, 64, 4)) reject(c, "two warpgroups on one key tile need wgmma (sm_90a)");
+    if (s.head_dim_qk + s.head_dim_v <= 256)
+      reject(c, "two warpgroups on one key tile only pay where dK and dV do not fit one warpgroup's registers "
+                "together (d_qk + d_v > 256)");
+    p.warpgroup_split = true;
+    p.kv.roles = 2;
+  }
 
   p.kv.rows = c.block_n;
   p.kv.cols = c.block_m;
   p.kv.warps = c.num_warps;
   p.kv.stages = c.num_stages;
-  p.kv.wgmma = wgmma_for(target, p.kv.rows, p.kv.warps);
-  const int kv_acc = p.split_kv ? std::max(s.head_dim_qk, s.head_dim_v) : s.head_dim_qk + s.head_dim_v;
+  p.kv.wgmma = wgmma_for(target, p.kv.rows, p.kv.warps / p.kv.roles);
+  const int kv_acc =
+      p.split_kv || p.warpgroup_split ? std::max(s.head_dim_qk, s.head_dim_v) : s.head_dim_qk + s.head_dim_v;
   const char* kv_what = "the dK/dV kernel (K and V resident, Q and dO streamed)";
   // dP in flight under the softmax costs block_m / 2 registers per thread, as S does: taken where the
   // dK/dV accumulators ((d_qk + d_v) / 2) and both tiles fit in 128 of the 255, which ptxas 13
   // compiles without spills (tests/test_codegen_backward.cpp); at d = 128 it spills.
-  p.kv.dp_early = p.kv.wgmma && (s.head_dim_qk + s.head_dim_v) / 2 + c.block_m <= 128;
+  p.kv.dp_early = p.kv.wgmma && !p.warpgroup_split && (s.head_dim_qk + s.head_dim_v) / 2 + c.block_m <= 128;
   if (!p.kv.wgmma) p.fused_dq_note = "dQ by its own kernel: accumulating it in the dK/dV kernel needs wgmma";
   else if (p.split_kv) p.fused_dq_note = "dQ by its own kernel: dK and dV take two launches at this head dim";
+  else if (p.warpgroup_split) p.fused_dq_note = "dQ by its own kernel: dK and dV take the two warpgroups at this head dim";
   else if (c.block_m % 64) p.fused_dq_note = "dQ by its own kernel: its wgmma needs block_m a multiple of 64";
   else if (s.head_dim_qk <= 64)
     p.fused_dq_note = "dQ by its own kernel: at d_qk <= 64 it measured as fast as adding dQ in the dK/dV kernel, "
@@ -191,7 +209,8 @@ std::string BackwardPlan::describe() const {
   if (s.head_dim_v != s.head_dim_qk) o << "/" << s.head_dim_v;
   o << " mask=" << (spec->mask ? s.mask : "none");
   if (spec->score) o << " score=" << s.score;
-  o << " " << config.str() << (split_kv ? " dK,dV split" : "") << (fused_dq ? " dQ fused" : "")
+  o << " " << config.str() << (split_kv ? " dK,dV split" : "") << (warpgroup_split ? " dK,dV by warpgroup" : "")
+    << (fused_dq ? " dQ fused" : "")
     << (kv.dp_early ? " dP early" : "") << " dkdv: threads=" << kv.threads
     << " smem=" << kv.shared_bytes << "B; dq: " << q.rows << "x" << q.cols << " s" << q.stages
     << (q.wgmma ? " wgmma" : " mma16816") << " smem=" << q.shared_bytes << "B";

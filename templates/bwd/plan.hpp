@@ -21,6 +21,9 @@ namespace flashjit {
 // and V); each tile in the layout of compiler/tile/smem_tile.hpp, d padded to 64.
 struct BackwardPass {
   int rows = 0, cols = 0, warps = 0, stages = 0, threads = 0;
+  // Warpgroups that each hold all `rows` with outputs of their own (BackwardPlan::warpgroup_split):
+  // the products see warps / roles warps.
+  int roles = 1;
   int m_tiles = 1;      // 16-row mma tiles per warp
   bool wgmma = false;
   int res_qk = 0, res_v = 0;          // resident tiles of width d_qk and d_v
@@ -31,6 +34,9 @@ struct BackwardPass {
   // layout above) and the tile's fp32 dQ, one kDqBlockFloats block per 64 queries × 64 columns in
   // the workspace's order (templates/common/backward_abi.hpp).
   int ds = 0, dq = 0;
+  // BackwardPlan::warpgroup_split: P (times the score's derivative) of the tile in fp32, from the
+  // warpgroup that computes it to the one that forms dS, rows × cols in each thread's order.
+  int p_share = 0;
   // dP = dO Vᵀ issued with S, before S's softmax, and waited for after it (FlashAttention-3 §3.2's
   // intra-warpgroup overlap, applied to the backward's two independent products): the tensor cores
   // work under the softmax, at the cost of dP's registers held across it.
@@ -51,6 +57,12 @@ struct BackwardPlan {
   // dK and dV by two launches of the dK/dV kernel (one accumulator each) when both would not fit
   // the register file together: (d_qk + d_v) / 2 fp32 per thread and m-tile above 128.
   bool split_kv = false;
+  // Instead of split_kv, one launch of 64 keys on two warpgroups (FlashAttention-3's backward gives
+  // its warpgroups parts of one key tile's work the same way): the first computes S, P and
+  // dV += Pᵀ dO, the second dP, dS and dK += dSᵀ Q, with P handed over through shared memory.
+  // S is computed once per tile instead of twice. Configs {block_m, 64, 8, stages} on wgmma, where
+  // split_kv would hold; only with Target::backward_warpgroups.
+  bool warpgroup_split = false;
   // dQ accumulated by the dK/dV kernel (FlashAttention-3 §3.3): dQ_i += dS_ij K_j by wgmma, each
   // 64 × 64 block of the tile added into an fp32 workspace by one bulk reduction, then converted.
   // The order of those additions varies from run to run, so `deterministic` calls take the dQ

@@ -70,7 +70,6 @@ void ForwardKernel::publish_tile(Value* t, Value* again) {
 }
 
 Value* ForwardKernel::take_tile() {
-  auto& B = e_.b;
   const int threads = plan_.threads;
   tile::sync_named(e_, kTileFull, threads);
   Value* t = tile::inline_ptx(e_, e_.i32(), {tile_slot()}, "ld.shared.u32 $0, [$1];", "=r,r,~{memory}");
