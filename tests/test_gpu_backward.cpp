@@ -4,7 +4,9 @@
 // strides, non-default scale, rows with no visible key; and bitwise determinism.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <random>
+#include <string>
 
 #include "tests/gpu_case.hpp"
 #include "tests/support.hpp"
@@ -177,4 +179,45 @@ TEST_CASE("gpu backward: a block map is refused by a call it was not built for, 
   e.block_map = &map;
   CHECK_THROWS_WITH(exact.backward(e), Catch::Contains("exact closed form and no block map"));
   rt.synchronize();
+}
+
+// dK and dV on the two warpgroups of one launch (FLASHJIT_BWD_WARPGROUPS=on, configs of 64 keys on
+// 8 warps; docs/perf-notes.md §25). Hidden until that path is on by default: run it by its tag with
+// the knob set, `FLASHJIT_BWD_WARPGROUPS=on flashjit_tests "[warpgroups]"`.
+TEST_CASE("gpu backward: dK and dV on two warpgroups of one key tile", "[.warpgroups]") {
+  REQUIRE_GPU_OR_SKIP();
+  const char* knob = std::getenv("FLASHJIT_BWD_WARPGROUPS");
+  INFO("FLASHJIT_BWD_WARPGROUPS=" << (knob ? knob : "(unset)"));
+  REQUIRE((knob && std::string(knob) == "on"));
+  const std::pair<int, int> dims[] = {{160, 160}, {192, 128}, {256, 256}};
+  const char* masks[] = {"none", "causal", "causal_br", "window(100, 20)", "kv >= q + 3"};
+  const std::pair<int64_t, int64_t> lengths[] = {{113, 203}, {1000, 1000}, {1023, 1023}, {203, 113}};
+  std::vector<Case> cases;
+  int i = 0;
+  for (auto [dqk, dv] : dims)
+    for (const char* mask : masks) {
+      auto [sq, skv] = lengths[i % 4];
+      Case c = Case::of(make_spec(i % 2 ? DType::f16 : DType::bf16, dqk, dv, mask), sq, skv, 1, 2, 2);
+      c.backward_config = TileConfig{32, 64, 8, i % 3 ? 2 : 1};
+      cases.push_back(c);
+      ++i;
+    }
+  std::vector<Case> more = {
+      Case::of(make_spec(DType::bf16, 256, 256, "causal", "2 * tanh(score / 2)"), 1000, 1000, 1, 2, 2),
+      Case::of(with_tensor(make_spec(DType::f16, 256, 256, "causal", "score - slope[h] * abs(q - kv)"), "slope",
+                           ScalarType::f32, {"heads_q"}),
+               1023, 1023, 1, 4, 4),
+      Case::of(with_tensor(make_spec(DType::bf16, 256, 256, "causal && document(doc_id)"), "doc_id", ScalarType::i32,
+                           {"batch", "seq_kv"}),
+               1000, 1000, 2, 2, 2),
+      Case::of(make_spec(DType::bf16, 256, 256, "causal"), 1000, 1000, 1, 8, 1),  // GQA 8:1
+      Case::of(make_spec(DType::f16, 192, 128, "none"), 513, 1023, 2, 4, 1),      // MQA
+      Case::of(make_spec(DType::bf16, 256, 256, "causal"), 300, 333, 2, 4, 2, /*bhsd=*/true),
+  };
+  for (Case& c : more) {
+    c.backward_config = TileConfig{32, 64, 8, 2};
+    cases.push_back(c);
+  }
+  run_all(cases);
+  run_all({more[0], more[3]}, /*deterministic=*/true);
 }
