@@ -11,7 +11,7 @@ export FLASHJIT_AUTOTUNE=off
 V="$OUT/bwd-wg-tests.txt" T="$OUT/bwd-wg-time.txt"
 FLASHJIT_BWD_WARPGROUPS=on $D/flashjit_tests --durations yes "[warpgroups]" > "$V" 2>&1; rc=$?
 : > "$T"
-C="--backward-config 32,64,8,2"
+C="--backward-config 32,64,8,2"  # what the heuristic takes with the knob on, given explicitly
 rows=()
 for sb in "1024 16" "4096 4" "16384 1"; do
   set -- $sb

@@ -24,6 +24,23 @@ AttentionSpec with_tensor(AttentionSpec s, const std::string& name, ScalarType t
   return s;
 }
 
+// Head dims × five masks × odd lengths, fp16 and bf16 in turn. "kv >= q + 3" leaves the last rows of
+// each head with no visible key: their dQ must be 0.
+std::vector<Case> mask_matrix(const std::vector<std::pair<int, int>>& dims) {
+  const char* masks[] = {"none", "causal", "causal_br", "window(100, 20)", "kv >= q + 3"};
+  const std::pair<int64_t, int64_t> lengths[] = {{113, 203}, {1000, 1000}, {1023, 1023}, {203, 113}};
+  std::vector<Case> cases;
+  int i = 0;
+  for (auto [dqk, dv] : dims)
+    for (const char* mask : masks) {
+      auto [sq, skv] = lengths[i % 4];
+      const DType dt = i % 2 ? DType::f16 : DType::bf16;
+      cases.push_back(Case::of(make_spec(dt, dqk, dv, mask), sq, skv, dqk >= 192 ? 1 : 2, 2, 2));
+      ++i;
+    }
+  return cases;
+}
+
 void run_all(const std::vector<Case>& cases, bool deterministic = false) {
   Runtime rt = Runtime::create(0);
   uint64_t seed = std::random_device{}();
@@ -39,20 +56,7 @@ void run_all(const std::vector<Case>& cases, bool deterministic = false) {
 
 TEST_CASE("gpu backward: head dims x dtypes x masks, odd lengths", "[gpu][backward]") {
   REQUIRE_GPU_OR_SKIP();
-  const std::pair<int, int> dims[] = {{16, 16}, {64, 64}, {72, 72}, {96, 96}, {128, 128}, {160, 160}, {192, 128}, {256, 256}};
-  const char* masks[] = {"none", "causal", "causal_br", "window(100, 20)", "kv >= q + 3"};
-  const std::pair<int64_t, int64_t> lengths[] = {{113, 203}, {1000, 1000}, {1023, 1023}, {203, 113}};
-  std::vector<Case> cases;
-  int i = 0;
-  for (auto [dqk, dv] : dims)
-    for (const char* mask : masks) {
-      auto [sq, skv] = lengths[i % 4];
-      const DType dt = i % 2 ? DType::f16 : DType::bf16;
-      // "kv >= q + 3" leaves the last rows of each head with no visible key: their dQ must be 0.
-      cases.push_back(Case::of(make_spec(dt, dqk, dv, mask), sq, skv, dqk >= 192 ? 1 : 2, 2, 2));
-      ++i;
-    }
-  run_all(cases);
+  run_all(mask_matrix({{16, 16}, {64, 64}, {72, 72}, {96, 96}, {128, 128}, {160, 160}, {192, 128}, {256, 256}}));
 }
 
 TEST_CASE("gpu backward: score modifiers, tensor masks, GQA/MQA, strides, scale", "[gpu][backward]") {
@@ -189,19 +193,8 @@ TEST_CASE("gpu backward: dK and dV on two warpgroups of one key tile", "[.warpgr
   const char* knob = std::getenv("FLASHJIT_BWD_WARPGROUPS");
   INFO("FLASHJIT_BWD_WARPGROUPS=" << (knob ? knob : "(unset)"));
   REQUIRE((knob && std::string(knob) == "on"));
-  const std::pair<int, int> dims[] = {{160, 160}, {192, 128}, {256, 256}};
-  const char* masks[] = {"none", "causal", "causal_br", "window(100, 20)", "kv >= q + 3"};
-  const std::pair<int64_t, int64_t> lengths[] = {{113, 203}, {1000, 1000}, {1023, 1023}, {203, 113}};
-  std::vector<Case> cases;
-  int i = 0;
-  for (auto [dqk, dv] : dims)
-    for (const char* mask : masks) {
-      auto [sq, skv] = lengths[i % 4];
-      Case c = Case::of(make_spec(i % 2 ? DType::f16 : DType::bf16, dqk, dv, mask), sq, skv, 1, 2, 2);
-      c.backward_config = TileConfig{32, 64, 8, i % 3 ? 2 : 1};
-      cases.push_back(c);
-      ++i;
-    }
+  std::vector<Case> cases = mask_matrix({{160, 160}, {192, 128}, {256, 256}});
+  for (size_t i = 0; i < cases.size(); ++i) cases[i].backward_config = TileConfig{32, 64, 8, i % 3 ? 2 : 1};
   std::vector<Case> more = {
       Case::of(make_spec(DType::bf16, 256, 256, "causal", "2 * tanh(score / 2)"), 1000, 1000, 1, 2, 2),
       Case::of(with_tensor(make_spec(DType::f16, 256, 256, "causal", "score - slope[h] * abs(q - kv)"), "slope",

@@ -84,17 +84,30 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
   // within 5% of the tuner's pick (docs/perf-notes.md §24).
   std::vector<TileConfig> order = {c, {c.block_m, c.block_n, c.num_warps, 1}, {32, 64, 4, 2}, {32, 64, 4, 1}};
   if (d > 192 && spec.score && wgmma_for(target, 64, 4)) order.insert(order.begin(), TileConfig{32, 64, 4, 2});
+  // FLASHJIT_BWD_WARPGROUPS=on: where one warpgroup cannot hold dK and dV together, 64 keys with one
+  // of them per warpgroup, in one launch (plan_backward; docs/perf-notes.md §25). Not with a score
+  // modifier: its derivative's registers spill the first warpgroup at some head-dim pairs
+  // (136/256 with softcap: 48 B under ptxas 13).
+  const bool by_warpgroup = target.backward_warpgroups && !spec.score && wgmma_for(target, 64, 4) &&
+                            spec.spec.head_dim_qk + spec.spec.head_dim_v > 256;
+  if (by_warpgroup) order.insert(order.begin(), TileConfig{32, 64, 8, 2});
   // The first that fits shared memory: K, V, and the stages of Q, dO and their LSE and D.
   const int pad = (spec.spec.head_dim_qk + 63) / 64 * 64 + (spec.spec.head_dim_v + 63) / 64 * 64;
   for (const TileConfig& t : order) {
     c = t;
     const int stats = t.num_stages * 8 * t.block_m;
-    if ((t.block_n + t.num_stages * t.block_m) * pad * 2 + stats + kWgmmaAlignSlack <= max_shared_bytes(target.arch))
+    const int shared_p = t.num_warps == 8 && t.block_n == 64 ? t.block_n * t.block_m * 4 : 0;
+    if ((t.block_n + t.num_stages * t.block_m) * pad * 2 + stats + shared_p + kWgmmaAlignSlack <=
+        max_shared_bytes(target.arch))
       break;
   }
+  const bool roles = c.num_warps == 8 && c.block_n == 64;
   if (reason)
     *reason = "backward heuristic for d=" + std::to_string(d) +
-              (wgmma_for(target, c.block_n, c.num_warps) ? ", wgmma" : ", mma.sync") + ": " + c.str();
+              (roles                                       ? ", wgmma, dK and dV by warpgroup"
+               : wgmma_for(target, c.block_n, c.num_warps) ? ", wgmma"
+                                                           : ", mma.sync") +
+              ": " + c.str();
   return c;
 }
 

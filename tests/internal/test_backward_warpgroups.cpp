@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <optional>
 #include <regex>
 
 #include "compiler/pipeline.hpp"
@@ -53,6 +54,26 @@ TEST_CASE("backward warpgroups: 64 keys on 8 warps split dV and dK between the w
             .warpgroup_split);
 }
 
+TEST_CASE("backward warpgroups: the heuristic takes them with the knob where dK and dV need two warpgroups",
+          "[pipeline][backward]") {
+  auto pick = [](int dqk, int dv, const Target& t, const char* score = "score") {
+    std::string why;
+    const std::string c = backward_heuristic(*analyze_spec(with_score(test::make(DType::bf16, dqk, "causal", dv), score)),
+                                             t, &why).str();
+    return c + " (" + why + ")";
+  };
+  for (auto [dqk, dv] : {std::pair{256, 256}, {160, 160}, {192, 128}, {136, 128}}) {
+    CHECK_THAT(pick(dqk, dv, warpgroups()), Catch::StartsWith("bm32_bn64_w8_s2") && Catch::Contains("by warpgroup"));
+    CHECK_THAT(pick(dqk, dv, warpgroups(), "30 * tanh(score / 30)"), !Catch::StartsWith("bm32_bn64_w8"));
+    CHECK_THAT(pick(dqk, dv, Target{"sm_90a"}), !Catch::StartsWith("bm32_bn64_w8") && !Catch::Contains("by warpgroup"));
+  }
+  CHECK_THAT(pick(128, 128, warpgroups()), Catch::StartsWith("bm64_bn128_w8_s2"));  // both fit one warpgroup
+  CHECK_THAT(pick(256, 256, warpgroups("sm_80")), !Catch::StartsWith("bm32_bn64_w8"));
+  // What the heuristic picks, the plan builds.
+  const AnalyzedSpecPtr s = analyze_spec(test::make(DType::bf16, 256, "causal"));
+  CHECK(plan_backward(s, backward_heuristic(*s, warpgroups(), nullptr), warpgroups()).warpgroup_split);
+}
+
 TEST_CASE("backward warpgroups: refused off the knob, on mma.sync and where one warpgroup holds both outputs",
           "[pipeline][backward]") {
   const AnalyzedSpecPtr d256 = analyze_spec(test::make(DType::bf16, 256, "none"));
@@ -74,14 +95,18 @@ TEST_CASE("backward warpgroups: the dK/dV kernel assembles for sm_90a with no sp
   test::TempDir dir;
   AttentionSpec doc = test::make(DType::bf16, 256, "document(doc)");
   doc.tensors = {{"doc", ScalarType::i32, {"seq_kv"}}};
-  const std::vector<std::pair<AttentionSpec, TileConfig>> cases = {
-      {test::make(DType::bf16, 256, "none"), {32, 64, 8, 2}},
-      {test::make(DType::f16, 256, "causal"), {32, 64, 8, 2}},
-      {with_score(test::make(DType::bf16, 256, "causal"), "30 * tanh(score / 30)"), {32, 64, 8, 2}},
-      {doc, {32, 64, 8, 2}},
-      {test::make(DType::bf16, 256, "window(256, 0)"), {32, 64, 8, 1}},
-      {test::make(DType::bf16, 160, "causal"), {32, 64, 8, 2}},
-      {test::make(DType::bf16, 192, "causal", 128), {32, 64, 8, 2}},
+  // Given configs, and the heuristic's (no config) at head-dim pairs far apart.
+  const std::vector<std::pair<AttentionSpec, std::optional<TileConfig>>> cases = {
+      {test::make(DType::bf16, 256, "none"), TileConfig{32, 64, 8, 2}},
+      {test::make(DType::f16, 256, "causal"), TileConfig{32, 64, 8, 2}},
+      {with_score(test::make(DType::bf16, 256, "causal"), "30 * tanh(score / 30)"), TileConfig{32, 64, 8, 2}},
+      {doc, TileConfig{32, 64, 8, 2}},
+      {test::make(DType::bf16, 256, "window(256, 0)"), TileConfig{32, 64, 8, 1}},
+      {test::make(DType::bf16, 160, "causal"), TileConfig{32, 64, 8, 2}},
+      {test::make(DType::bf16, 192, "causal", 128), TileConfig{32, 64, 8, 2}},
+      {test::make(DType::bf16, 8, "causal", 256), std::nullopt},
+      {test::make(DType::f16, 136, "none", 256), std::nullopt},
+      {test::make(DType::bf16, 248, "causal", 152), std::nullopt},
   };
   for (const auto& [spec, config] : cases) {
     KernelRequest request;
