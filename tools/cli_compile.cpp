@@ -46,6 +46,7 @@ int compile(const CompileArgs& a) {
   opts.arch = a.arch;
   if (!a.config.empty()) (a.backward ? opts.backward_config : opts.config) = parse_tile_config(a.config);
   opts.backward = a.backward;
+  opts.keep_llvm_ir = a.emit == "llvm";  // printing the IR is a fifth of a compile; PTX does not need it
   CompiledKernel k = compile_to_ptx(spec, opts);
   const std::string& text = a.emit == "ptx" ? k.ptx : k.llvm_ir;
   if (!a.output.empty()) write_output(a.output, text);
