@@ -13,8 +13,9 @@ rows=()
 for v in arrive_sync sync_sync mbarrier racy; do
   plain=$($D/racecheck_probe "$v" 2>&1)
   echo "--- $v: $plain" >> "$L"
-  "$CS" --tool racecheck --racecheck-report all --print-limit 20 $D/racecheck_probe "$v" >> "$L" 2>&1
-  summary=$(grep -o "RACECHECK SUMMARY.*" "$L" | tail -1)
+  checked=$("$CS" --tool racecheck --racecheck-report all --print-limit 20 $D/racecheck_probe "$v" 2>&1)
+  echo "$checked" >> "$L"
+  summary=$(echo "$checked" | grep -o "RACECHECK SUMMARY.*" | tail -1)
   rows+=("$(printf '%-12s %-22s %s' "$v" "${plain#"$v" }" "${summary:-no summary}")")
 done
 printf '%-12s %-22s %s\n' variant "plain run" racecheck
