@@ -16,7 +16,7 @@
 namespace flashjit::bwd {
 
 // The warpgroups walk the same heads and tiles in loops of their own, so that each keeps only its
-// accumulator live (one loop holding both would need 2·d registers per thread). The CTA barriers
+// accumulator live (one loop holding both would need d_qk + d_v per thread). The CTA barriers
 // of the walk (walk_tiles) are met the same number of times by both.
 void BackwardKernel::run_roles(const std::function<void()>& walk_and_store) {
   auto& B = e_.b;

@@ -1,5 +1,6 @@
 // The backward's dK/dV kernel with its two warpgroups on one key tile (BackwardPlan::
-// warpgroup_split, FLASHJIT_BWD_WARPGROUPS=on): the plan, what it refuses, and its PTX under ptxas.
+// warpgroup_split, FLASHJIT_BWD_WARPGROUPS=on): the plan, what it refuses, the heuristic with the
+// knob, and its PTX under ptxas.
 #include <catch2/catch.hpp>
 
 #include <fstream>
