@@ -16,6 +16,9 @@ namespace {
   throw Error(ErrorKind::spec, "backward tile config " + c.str() + " cannot be built: " + why);
 }
 
+// 64 keys on 8 warps: two warpgroups sharing one key tile (BackwardPlan::warpgroup_split).
+bool shares_key_tile(const TileConfig& c) { return c.num_warps == 8 && c.block_n == 64; }
+
 bool wgmma_for(const Target& t, int rows, int warps) {
   return t.arch == "sm_90a" && t.allow_wgmma && (warps == 4 || warps == 8) && rows == 16 * warps;
 }
@@ -96,12 +99,12 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
   for (const TileConfig& t : order) {
     c = t;
     const int stats = t.num_stages * 8 * t.block_m;
-    const int shared_p = t.num_warps == 8 && t.block_n == 64 ? t.block_n * t.block_m * 4 : 0;
+    const int shared_p = shares_key_tile(t) ? t.block_n * t.block_m * 4 : 0;
     if ((t.block_n + t.num_stages * t.block_m) * pad * 2 + stats + shared_p + kWgmmaAlignSlack <=
         max_shared_bytes(target.arch))
       break;
   }
-  const bool roles = c.num_warps == 8 && c.block_n == 64;
+  const bool roles = shares_key_tile(c);
   if (reason)
     *reason = "backward heuristic for d=" + std::to_string(d) +
               (roles                                       ? ", wgmma, dK and dV by warpgroup"
@@ -114,7 +117,7 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
 std::optional<std::string> check_backward_shape(const TileConfig& c) {
   if (c.num_warps != 2 && c.num_warps != 4 && c.num_warps != 8)
     return "num_warps must be 2, 4 or 8 (the dK/dV kernel's CTA)";
-  if (c.block_n != 16 * c.num_warps && c.block_n != 32 * c.num_warps && !(c.num_warps == 8 && c.block_n == 64))
+  if (c.block_n != 16 * c.num_warps && c.block_n != 32 * c.num_warps && !shares_key_tile(c))
     return "block_n must be 16 or 32 × num_warps (each warp owns one or two 16-row mma tiles of keys), or 64 on 8 "
            "warps (two warpgroups sharing the key tile)";
   if (c.block_m != 32 && c.block_m != 64 && c.block_m != 128)
@@ -141,7 +144,7 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   p.k_steps_qk = (s.head_dim_qk + 15) / 16;
   p.k_steps_v = (s.head_dim_v + 15) / 16;
   p.split_kv = (c.block_n / (16 * c.num_warps)) * (s.head_dim_qk + s.head_dim_v) / 2 > 128;
-  if (c.num_warps == 8 && c.block_n == 64) {
+  if (shares_key_tile(c)) {
     if (!target.backward_warpgroups)
       reject(c, "64 keys on 8 warps gives one key tile's dV and dK to the two warpgroups, which is off "
                 "(FLASHJIT_BWD_WARPGROUPS=on enables it)");
