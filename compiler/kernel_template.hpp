@@ -46,8 +46,9 @@ struct Target {
   // launch's share and ignores it, runtime/assembler.hpp). Plans whose speed rests on moving
   // registers between warpgroups ask it.
   bool moves_registers = true;
-  // FLASHJIT_BWD_WARPGROUPS=on: the backward accepts configs whose two warpgroups share one key
-  // tile, one accumulating dV and the other dK (BackwardPlan::warpgroup_split).
+  // FLASHJIT_BWD_WARPGROUPS (on unless set off; the pipeline sets this from it): the backward
+  // accepts configs whose two warpgroups share one key tile, one accumulating dV and the other dK
+  // (BackwardPlan::warpgroup_split).
   bool backward_warpgroups = false;
 
   int sm() const;  // sm_number(arch)

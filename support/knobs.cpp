@@ -31,8 +31,8 @@ namespace flashjit::knob {
     "programmatic dependent launch: auto = the split-KV combine starts while the split kernel's last CTAs run (sm_90+, driver 12.3+); off = plain launches, one after the other") \
   X("FLASHJIT_PERSISTENT", "enum", "auto", "auto|off",                                              \
     "forward kernels with a producer warpgroup: auto = one CTA per SM, each walking tiles (the next tile's loads under this one's epilogue); off = one CTA per query tile") \
-  X("FLASHJIT_BWD_WARPGROUPS", "enum", "off", "off|on",                                               \
-    "on: backward tile configs of 64 keys on 8 warps (wgmma, d_qk + d_v > 256) give dV to one warpgroup and dK to the other in one dK/dV launch; off: those configs are refused (not yet verified on a GPU)") \
+  X("FLASHJIT_BWD_WARPGROUPS", "enum", "on", "on|off",                                                \
+    "on: backward tile configs of 64 keys on 8 warps (wgmma, d_qk + d_v > 256) give dV to one warpgroup and dK to the other in one dK/dV launch, and the heuristic takes them there; off: those configs are refused and such head dims take two dK/dV launches") \
   X("FLASHJIT_SCRATCH_KEEP", "size", "256MiB", "",                                                   \
     "device memory the launch scratch pool (split-KV partials, block maps, backward workspace) keeps between calls; 0 returns it at every synchronisation")
 
