@@ -71,9 +71,9 @@ class ForwardKernel {
   void enter_tile_at(Value* t);
   Value* split_warpgroups(bool with_q);
   // Persistent walks: the claimed tile's hand-over (see forward.cpp) and the loop over a CTA's tiles.
-  Value* tile_slot();
-  void publish_tile(Value* t, Value* again);
-  Value* take_tile();
+  Value* tile_slot(Value* round);
+  void publish_tile(Value* t, Value* round);
+  Value* take_tile(Value* round);
   void tile_loop(llvm::AllocaInst* t, Value* total, const char* name, const std::function<void(Value*)>& body);
   // Step j of this tile's walk as a step of the pipeline, which a persistent CTA runs on across tiles.
   Value* pipe_step(Value* j) { return step0_ ? e_.b.CreateAdd(step0_, j) : j; }
@@ -113,7 +113,7 @@ class ForwardKernel {
   const bool PERSISTENT;        // ForwardPlan::persistent: the CTA walks tiles
   // The compute warpgroups' named barrier (persistent: Q handed from one tile to the next).
   static constexpr int kComputeBarrier = 3;
-  static constexpr int kTileFull = 4, kTileEmpty = 5;  // persistent: the claimed tile's hand-over
+  static constexpr int kTileFull = 4;  // persistent: the claimed tile's hand-over
   Value* strides_[4][3];
   Value *seq_q_, *seq_kv_, *scale_log2_;
   Value* rows_;                  // packed rows: seq_q · G

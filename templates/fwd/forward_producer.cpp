@@ -52,29 +52,30 @@ Value* ForwardKernel::split_warpgroups(bool with_q) {
 }
 
 // Persistent walks (ForwardPlan::persistent) hand each claimed tile index from the producer's
-// first warp to the other eleven through one shared slot and two named barriers (PTX ISA
-// §9.7.13.1), as FlashAttention-3's dynamic scheduler does: the first warp writes the slot and
-// arrives at "tile full"; each other warp syncs there, reads the slot and arrives at "tile empty";
-// the first warp syncs at "tile empty" before it writes the slot again. Each barrier's count is
-// every thread of the CTA, so every warp takes part in every round exactly once, in order.
-Value* ForwardKernel::tile_slot() { return e_.b.CreateAdd(bars_, e_.c32(16 * S)); }
-
-void ForwardKernel::publish_tile(Value* t, Value* again) {
+// first warp to the other eleven through a double-buffered shared slot and one named barrier that
+// every thread of the CTA syncs at (PTX ISA §9.7.13.1: bar.sync orders the memory accesses of the
+// threads taking part): round r writes slot r mod 2 before the barrier and is read after it. The
+// write of round r + 2 into the same slot comes after the writer's sync of round r + 1, which
+// needs every reader there, past its read of round r. The producer's other warps already waited
+// at that barrier for the compute warps; the first warp now waits with them. The arrive/sync form
+// (one slot, a second barrier for "slot empty") is as correct but compute-sanitizer's racecheck
+// reports every such hand-over as a hazard (docs/perf-notes.md §27).
+Value* ForwardKernel::tile_slot(Value* round) {
   auto& B = e_.b;
-  const int threads = plan_.threads;
-  e_.when(again, "tile.reuse", [&] { tile::sync_named(e_, kTileEmpty, threads); });
-  e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "tile.write", [&] {
-    tile::inline_ptx(e_, B.getVoidTy(), {tile_slot(), t}, "st.shared.u32 [$0], $1;", "r,r,~{memory}");
-  });
-  tile::arrive_named(e_, kTileFull, threads);
+  return B.CreateAdd(bars_, B.CreateAdd(e_.c32(16 * S), B.CreateShl(B.CreateAnd(round, e_.c32(1)), e_.c32(2))));
 }
 
-Value* ForwardKernel::take_tile() {
-  const int threads = plan_.threads;
-  tile::sync_named(e_, kTileFull, threads);
-  Value* t = tile::inline_ptx(e_, e_.i32(), {tile_slot()}, "ld.shared.u32 $0, [$1];", "=r,r,~{memory}");
-  tile::arrive_named(e_, kTileEmpty, threads);
-  return t;
+void ForwardKernel::publish_tile(Value* t, Value* round) {
+  auto& B = e_.b;
+  e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "tile.write", [&] {
+    tile::inline_ptx(e_, B.getVoidTy(), {tile_slot(round), t}, "st.shared.u32 [$0], $1;", "r,r,~{memory}");
+  });
+  tile::sync_named(e_, kTileFull, plan_.threads);
+}
+
+Value* ForwardKernel::take_tile(Value* round) {
+  tile::sync_named(e_, kTileFull, plan_.threads);
+  return tile::inline_ptx(e_, e_.i32(), {tile_slot(round)}, "ld.shared.u32 $0, [$1];", "=r,r,~{memory}");
 }
 
 // `while (t < total) body(t);` with t in a variable that body advances.
@@ -122,7 +123,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   B.SetInsertPoint(prod);
   tile::set_max_registers(e_, plan_.producer_registers, false);
   Value* lead = B.CreateICmpEQ(warp_, e_.c32(plan_.config.num_warps));  // the producer's first warp
-  llvm::AllocaInst* published = e_.var(e_.i32(), "tile.published", e_.c32(0));
+  llvm::AllocaInst* round = e_.var(e_.i32(), "tile.round", e_.c32(0));  // hand-overs so far
   llvm::AllocaInst* claimed = e_.var(e_.i32(), "tile.claimed", e_.c32(0));
   tile_loop(tile, total, "tiles.produce", [&](Value* t) {
     walk(t);
@@ -139,19 +140,15 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
       B.CreateStore(B.CreateAdd(old, stride), claimed);
     });
     Value* mine = tile::shfl_idx(e_, B.CreateLoad(e_.i32(), claimed), 0);
-    Value* again = B.CreateICmpNE(B.CreateLoad(e_.i32(), published), e_.c32(0));
-    publish_tile(mine, again);
-    B.CreateStore(e_.c32(1), published);
+    publish_tile(mine, B.CreateLoad(e_.i32(), round));
     B.CreateStore(mine, tile);
     B.CreateBr(next);
     B.SetInsertPoint(take);
-    B.CreateStore(take_tile(), tile);
+    B.CreateStore(take_tile(B.CreateLoad(e_.i32(), round)), tile);
     B.CreateBr(next);
     B.SetInsertPoint(next);
+    B.CreateStore(B.CreateAdd(B.CreateLoad(e_.i32(), round), e_.c32(1)), round);
   });
-  // The last round's readers have arrived at "tile empty": the first warp completes it.
-  e_.when(B.CreateAnd(lead, B.CreateICmpNE(B.CreateLoad(e_.i32(), published), e_.c32(0))), "tile.last",
-          [&] { tile::sync_named(e_, kTileEmpty, plan_.threads); });
   tile::cp_async_wait(e_, 0);
   B.CreateRetVoid();
 
@@ -165,6 +162,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
     load_q_rows(B.CreateGEP(B.getInt16Ty(), arg(kParamQ), off), B.CreateMul(at.q_tile, e_.c32(BM)));
   };
   e_.when(B.CreateICmpSLT(first, total), "first_q", [&] { load_q_of(first); });
+  llvm::AllocaInst* taken = e_.var(e_.i32(), "tile.round", e_.c32(0));
   tile_loop(tile, total, "tiles", [&](Value* t) {
     walk(t);
     tile::cp_async_wait(e_, 0);  // this tile's Q
@@ -173,7 +171,8 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
     init_state();
     for_each_key_tile(body);
     tile::sync_named(e_, kComputeBarrier, computing);  // every product that reads Q has been waited for
-    Value* next = take_tile();
+    Value* next = take_tile(B.CreateLoad(e_.i32(), taken));
+    B.CreateStore(B.CreateAdd(B.CreateLoad(e_.i32(), taken), e_.c32(1)), taken);
     e_.when(B.CreateICmpSLT(next, total), "next_q", [&] { load_q_of(next); });
     store_output();
     B.CreateStore(B.CreateAdd(step0_, walk_->count()), steps);

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repo root, with .device/ carried: compute-sanitizer's racecheck
+# (and memcheck on the last case) on `flashjit run` of the kernels that share memory between warp
+# roles: the persistent forward (the claimed tile's hand-over between the producer and the compute
+# warps) at d=128 causal, with a document mask (block map) and at d=256 causal, and the backward at
+# d=256 causal (dK and dV on two warpgroups, dQ on two warpgroups). Each run also checks its result
+# against the fp64 reference. Logs in $OUT/racecheck-kernels.txt; a table is printed last.
+set -u
+source scripts/gpu_env.sh
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+L="$OUT/racecheck-kernels.txt"
+: > "$L"
+export FLASHJIT_CACHE_DIR=/tmp/fjc-racecheck
+shape=(--seq 1000 --batch 2 --reps 1)
+cases=("--head-dim 128 --mask causal --heads 16" "examples/specs/document_mask.yaml --heads 16"
+       "--head-dim 256 --mask causal --heads 16" "--head-dim 256 --mask causal --heads 8 --backward")
+rows=()
+for c in "${cases[@]}"; do
+  for tool in racecheck memcheck; do
+    [ $tool = memcheck ] && [ "$c" != "${cases[-1]}" ] && continue
+    extra=(); [ $tool = racecheck ] && extra=(--racecheck-report all)
+    # shellcheck disable=SC2086
+    out=$(timeout 75 "$CS" --tool $tool "${extra[@]}" --print-limit 20 $D/flashjit run $c "${shape[@]}" 2>&1)
+    rc=$?
+    { echo "=== $tool: $c (exit $rc)"; echo "$out"; } >> "$L"
+    verdicts=$(echo "$out" | grep -oE "PASS|FAIL" | sort | uniq -c | tr -s ' \n' ' ')
+    rows+=("$(printf '%-10s %-55s exit %-3s %s | %s' $tool "$c" $rc "$(echo "$out" | grep -oE '(RACECHECK|ERROR) SUMMARY.*' | tail -1)" "$verdicts")")
+  done
+done
+echo "==================== racecheck"
+printf '%s\n' "${rows[@]}"
