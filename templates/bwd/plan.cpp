@@ -189,20 +189,29 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   if (!p.fused_dq) layout(p.kv, p, kv_acc, true, false, kv_what, c);
 
   const int d = std::max(s.head_dim_qk, s.head_dim_v);
-  p.q.rows = 64;
   p.q.cols = d <= 128 ? 64 : 32;
-  p.q.warps = 4;
-  p.q.wgmma = wgmma_for(target, p.q.rows, p.q.warps);
-  p.q.dp_early = p.q.wgmma;  // one dQ accumulator of d_qk / 2 per thread: room for dP at every head dim
   // Two stages of K/V where they fit, else one (the dQ kernel's tiles are not part of the config).
-  for (p.q.stages = 2; p.q.stages >= 1; --p.q.stages) {
-    try {
-      layout(p.q, p, s.head_dim_qk, false, false, "the dQ kernel (Q and dO resident, K and V streamed)", c);
-      break;
-    } catch (const Error&) {
-      if (p.q.stages == 1) throw;
+  auto layout_q = [&](int rows, int warps, bool must) {
+    p.q.rows = rows;
+    p.q.warps = warps;
+    p.q.wgmma = wgmma_for(target, p.q.rows, p.q.warps);
+    p.q.dp_early = p.q.wgmma;  // one dQ accumulator of d_qk / 2 per thread: room for dP at every head dim
+    for (p.q.stages = 2;; --p.q.stages) {
+      try {
+        layout(p.q, p, s.head_dim_qk, false, false, "the dQ kernel (Q and dO resident, K and V streamed)", c);
+        return true;
+      } catch (const Error&) {
+        if (p.q.stages > 1) continue;
+        if (must) throw;
+        return false;
+      }
     }
-  }
+  };
+  layout_q(64, 4, true);
+  // Where shared memory leaves room for one 64-query CTA per SM (Q and dO of d_qk above 192), its
+  // one warpgroup would run alone there, the tensor cores idle under each softmax: the CTA takes
+  // 128 queries on two warpgroups instead, each with one warpgroup's registers, sharing each K/V tile.
+  if (p.q.wgmma && p.q.min_ctas_per_sm == 1 && !layout_q(128, 8, false)) layout_q(64, 4, true);
   return p;
 }
 

@@ -52,7 +52,8 @@ struct BackwardPlan {
   Target target;
   // dK/dV: rows = block_n keys (num_warps warps), cols = block_m queries, num_stages stages.
   BackwardPass kv;
-  // dQ: rows = 64 queries (4 warps: one warpgroup), cols = 64 keys (32 above d = 128).
+  // dQ: rows = 64 queries (4 warps: one warpgroup), or 128 on two warpgroups where one 64-query CTA
+  // fills an SM's shared memory (plan_backward); cols = 64 keys (32 above d = 128).
   BackwardPass q;
   // dK and dV by two launches of the dK/dV kernel (one accumulator each) when both would not fit
   // the register file together: (d_qk + d_v) / 2 fp32 per thread and m-tile above 128.

@@ -178,6 +178,47 @@ TEST_CASE("pipeline: the backward plan sums dQ in the dK/dV kernel only where it
   }
 }
 
+// The dQ kernel: 64 queries on one warpgroup, or 128 on two where shared memory leaves room for
+// one 64-query CTA per SM (wgmma only), with each warpgroup's registers unchanged.
+TEST_CASE("pipeline: the backward's dQ kernel takes two warpgroups where one CTA of one would fill the SM",
+          "[pipeline][backward]") {
+  Target sm90{"sm_90a"}, sm80{"sm_80"}, sync{"sm_90a"};
+  sync.allow_wgmma = false;
+  auto plan = [](int d_qk, int d_v, const Target& t, TileConfig c) {
+    AttentionSpec s = spec_of(d_qk);
+    s.head_dim_v = d_v;
+    return plan_backward(analyze_spec(s), c, t).q;
+  };
+  for (int d : {224, 256}) {
+    INFO("d=" << d);
+    const BackwardPass q = plan(d, d, sm90, {32, 64, 4, 2});
+    CHECK(q.rows == 128);
+    CHECK(q.warps == 8);
+    CHECK(q.wgmma);
+    CHECK(q.m_tiles == 1);  // 16 rows per warp, as on one warpgroup
+    CHECK(q.cols == 32);
+    CHECK(q.stages == 2);
+    CHECK(q.shared_bytes <= 227 * 1024);
+    CHECK(q.min_ctas_per_sm == 1);
+  }
+  // Two 64-query CTAs fit per SM (or mma.sync): one warpgroup each.
+  for (auto [d_qk, d_v] : {std::pair{128, 128}, {192, 192}, {256, 128}, {64, 64}}) {
+    INFO("d=" << d_qk << "/" << d_v);
+    const BackwardPass q = plan(d_qk, d_v, sm90, {32, 64, 4, 2});
+    CHECK(q.rows == 64);
+    CHECK(q.warps == 4);
+    CHECK(q.min_ctas_per_sm >= 2);
+  }
+  for (const Target& t : {sm80, sync}) {
+    const BackwardPass q = plan(256, 256, t, {32, 64, 4, 2});
+    CHECK(q.rows == 64);
+    CHECK(q.warps == 4);
+    CHECK_FALSE(q.wgmma);
+  }
+  CHECK_THAT(plan_backward(analyze_spec(spec_of(256)), {32, 64, 4, 2}, sm90).describe(),
+             Catch::Contains("dq: 128x32 s2 wgmma"));
+}
+
 TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was measured to pay, and says why not",
           "[pipeline]") {
   Target sm90{"sm_90a"}, sm80{"sm_80"};
