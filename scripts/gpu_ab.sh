@@ -4,7 +4,8 @@
 # hand), each in processes of its own, in the order baseline, this build, so that a change's gain
 # is measured side by side on one machine. Sections (any of): fwd (bench.py standard suite,
 # flashjit only, FLASHJIT_AUTOTUNE=off), bwd (`flashjit run --backward` backward ms, then
-# bench_backward.py with FlashAttention-2 in each process and cuDNN in this build's), ncu (the
+# bench_backward.py with FlashAttention-2 in each process and cuDNN in this build's; bwdruns: the
+# runs only), ncu (the
 # backward's kernels timed one by one by Nsight Compute). DIMS (default 128 for fwd, 256 for
 # bwd and ncu) and SEQS (1024,4096,16384) select the shapes. Logs in $OUT/ab-*.txt; a table last.
 set -u
@@ -28,7 +29,7 @@ for section in "$@"; do
         --out "$OUT/fwd-$which" > "$OUT/ab-fwd-$which.txt" 2>&1
       rows+=("fwd $which TFLOP/s: $(grep -E '^standard ' "$OUT/ab-fwd-$which.txt" | awk -F'|' '{n = split($1, a, " "); printf "%s/%s=%s ", a[n - 2], a[2], $2 + 0}')")
     done ;;
-  bwd)
+  bwd | bwdruns)
     d=${DIMS:-256}
     # This build's gradients against the fp64 reference first, on odd lengths.
     for mask in none causal; do
@@ -46,6 +47,7 @@ for section in "$@"; do
         rows+=("$line")
       done
     done
+    [ $section = bwdruns ] && continue
     for which in old new; do
       peers=sdpa-flash; [ $which = new ] && peers=sdpa-flash,sdpa-cudnn
       FLASHJIT_LIB="$(lib_of $which)/libflashjit.so.0" FLASHJIT_CACHE_DIR=/tmp/fjc-bbench-$which \
