@@ -67,6 +67,7 @@ struct LaunchFacts {
   bool has_map = false;      // the module also holds entry + "_blockmap", the block-map pre-pass
   bool map_per_batch = false, map_per_head = false;
   bool persistent = false;   // walks its tiles from any grid: launched with at most one CTA per SM
+  bool has_combine = false;  // the module also holds entry + "_combine", split-KV's combine
 };
 
 // One kernel module, planned: limits checked and every number the code needs decided. Planning

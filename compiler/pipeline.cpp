@@ -165,6 +165,7 @@ CompiledKernel PlannedKernel::describe() const {
   out.description = plan->describe();
   const LaunchFacts facts = plan->launch();
   out.map_entry = facts.has_map ? entry + "_blockmap" : "";
+  out.combine_entry = facts.has_combine ? entry + "_combine" : "";
   out.map_per_batch = facts.map_per_batch;
   out.map_per_head = facts.map_per_head;
   out.persistent = facts.persistent;

@@ -178,7 +178,7 @@ LoadedModule load_cubin(const std::string& cubin, const CompiledKernel& c) {
   LoadedModule out;
   const auto t0 = std::chrono::steady_clock::now();
   out.cubin = cubin;
-  load_functions(out, c.entry, c.map_entry);
+  load_functions(out, c);
   out.load_ms = ms_since(t0);
   return out;
 }

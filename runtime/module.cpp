@@ -6,24 +6,18 @@
 
 namespace flashjit::rt {
 
-cu::CUfunction find_combine(cu::CUmodule module, const std::string& entry) {
-  cu::CUfunction f = nullptr;
-  const cu::CUresult r = cu::driver().cuModuleGetFunction(&f, module, (entry + "_combine").c_str());
-  if (r == cu::CUDA_ERROR_NOT_FOUND) return nullptr;
-  cu::check(r, "cuModuleGetFunction(split-KV combine)");
-  return f;
-}
-
-void load_functions(LoadedModule& out, const std::string& entry, const std::string& map_entry) {
+void load_functions(LoadedModule& out, const CompiledKernel& c) {
   const cu::Driver& d = cu::driver();
-  const std::string what = "loading kernel " + entry + ": ";
+  const std::string what = "loading kernel " + c.entry + ": ";
   cu::check(d.cuModuleLoadData(&out.module, out.cubin.data()), (what + "cuModuleLoadData").c_str());
+  auto get = [&](cu::CUfunction& f, const std::string& name, const std::string& role) {
+    if (!name.empty())
+      cu::check(d.cuModuleGetFunction(&f, out.module, name.c_str()), (what + "cuModuleGetFunction" + role).c_str());
+  };
   try {
-    cu::check(d.cuModuleGetFunction(&out.function, out.module, entry.c_str()), (what + "cuModuleGetFunction").c_str());
-    if (!map_entry.empty())
-      cu::check(d.cuModuleGetFunction(&out.map_function, out.module, map_entry.c_str()),
-                (what + "cuModuleGetFunction(block map " + map_entry + ")").c_str());
-    out.combine_function = find_combine(out.module, entry);
+    get(out.function, c.entry, "");
+    get(out.map_function, c.map_entry, "(block map " + c.map_entry + ")");
+    get(out.combine_function, c.combine_entry, "(split-KV combine " + c.combine_entry + ")");
   } catch (...) {
     d.cuModuleUnload(out.module);
     out.module = nullptr;
@@ -55,11 +49,11 @@ LoadedModule assemble_with_ptxas(const Assembler& as, const CompiledKernel& c, c
 
 LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir) {
   const cu::Driver& d = cu::driver();
-  const std::string &ptx = c.ptx, &entry = c.entry, &map_entry = c.map_entry;
+  const std::string &ptx = c.ptx, &entry = c.entry;
   if (!as.ptxas.empty()) {
     LoadedModule out = assemble_with_ptxas(as, c, override_dir);
     const auto t1 = std::chrono::steady_clock::now();
-    load_functions(out, entry, map_entry);
+    load_functions(out, c);
     out.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
     return out;
   }
@@ -97,7 +91,7 @@ LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std
   out.cubin.assign(static_cast<const char*>(cubin), cubin_size);
   out.jit_log = "assembled by the driver's JIT\n" + std::string(info);
   auto t1 = std::chrono::steady_clock::now();
-  load_functions(out, entry, map_entry);
+  load_functions(out, c);
   auto t2 = std::chrono::steady_clock::now();
   out.link_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   out.load_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();

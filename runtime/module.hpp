@@ -20,7 +20,7 @@ struct LoadedModule {
 };
 
 // The kernel's PTX (for its `arch`) → cubin by `as` → the loaded module with its `entry`,
-// `map_entry` (when not empty) and split-KV combine functions.
+// `map_entry` and `combine_entry` (when not empty) functions.
 // Must be called with `ctx` current. PTX that `as` does not assemble is Error(compile) with its
 // error log (generated code: a flashjit bug, or a ptxas unfit for this PTX, which the message
 // says how to bypass), or, when `override_dir` is the folder of this kernel's FLASHJIT_OVERRIDE_DIR
@@ -29,12 +29,10 @@ struct LoadedModule {
 // stays loaded after a failure.
 LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir = "");
 
-// cuModuleLoadData of `out.cubin` and the module's functions (`entry`, the block map's `map_entry`
-// when not empty, the split-KV combine when present) into `out`; nothing stays loaded on failure.
-void load_functions(LoadedModule& out, const std::string& entry, const std::string& map_entry);
-
-// The module's `<entry>_combine` kernel (templates/fwd/combine.hpp), or null when it has none (the
-// backward's modules).
-cu::CUfunction find_combine(cu::CUmodule module, const std::string& entry);
+// cuModuleLoadData of `out.cubin` and the functions `c` names (`entry`, and `map_entry` and
+// `combine_entry` when not empty) into `out`; nothing stays loaded on failure. Only functions the
+// plan says the module holds are looked up: a lookup that fails is an error, never a probe (a
+// probe's CUDA_ERROR_NOT_FOUND shows up in the caller's compute-sanitizer reports).
+void load_functions(LoadedModule& out, const CompiledKernel& c);
 
 }  // namespace flashjit::rt

@@ -173,6 +173,8 @@ struct CompiledKernel {
   // Masks without an exact closed form get a block-map pre-pass kernel (same PTX module).
   std::string map_entry;    // empty when there is none
   bool map_per_batch = false, map_per_head = false;
+  // Split-KV forms (decode) also hold the kernel that combines the splits' partial outputs.
+  std::string combine_entry;  // empty when there is none
   std::string arch;
   TileConfig config;
   std::string config_reason;  // why this tile config (heuristic row or "given")

@@ -34,7 +34,7 @@ class ForwardKernelPlan final : public KernelPlan {
   LaunchFacts launch() const override {
     const BlockMapPolicy& map = p_.spec->block_map;
     return {p_.threads, p_.shared_bytes, map.needed, map.needed && map.per_batch, map.needed && map.per_head,
-            p_.persistent};
+            p_.persistent, p_.target.split_kv};
   }
   void emit(llvm::Module& module, const std::string& entry) const override {
     emit_attention_forward(module, p_, entry);

@@ -86,6 +86,11 @@ TEST_CASE("pack_gqa: packed and split kernels have their own keys and say so", "
   // Only a split module holds the combine kernel.
   CHECK_THAT(split.key.text, Catch::Contains("split_combine@"));
   CHECK_THAT(plain.key.text, !Catch::Contains("split_combine@"));
+  // ... and names it, so that the runtime looks up only functions the module has.
+  CHECK(split.describe().combine_entry == split.entry + "_combine");
+  CHECK(both.describe().combine_entry == both.entry + "_combine");
+  CHECK(plain.describe().combine_entry.empty());
+  CHECK(four.describe().combine_entry.empty());
 }
 
 TEST_CASE("pack_gqa: the runtime packs when the packed tiles are fuller (FlashAttention-3's rule)", "[pack_gqa]") {
@@ -127,7 +132,8 @@ TEST_CASE("pack_gqa: the packed, split, varlen and paged forwards assemble witho
                 << r.output);
       REQUIRE(r.code == 0);
       CHECK_THAT(r.output, Catch::Contains("Compiling entry function '" + k.entry + "'"));
-      if (split) CHECK_THAT(r.output, Catch::Contains("Compiling entry function '" + k.entry + "_combine'"));
+      CHECK(split == !k.combine_entry.empty());
+      if (split) CHECK_THAT(r.output, Catch::Contains("Compiling entry function '" + k.combine_entry + "'"));
       // Split on sm_90: the combine may start early and waits for the partials on the device
       // (programmatic dependent launch); sm_80 has no griddepcontrol.
       const bool early = split && std::string(arch) == "sm_90a";
