@@ -212,8 +212,8 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     p.threads += 128;
     split_registers(p);
     p.persistent = true;
-    // The stages' mbarriers, then the persistent walk's claimed tile index (8 bytes, keeping the
-    // mbarriers' 8-byte alignment for whatever follows).
+    // The stages' mbarriers, then the persistent walk's claimed tile index in two i32 slots (rounds
+    // alternate between them; 8 bytes keep the mbarriers' 8-byte alignment for whatever follows).
     const int bytes = 16 * c.num_stages + 8;
     p.smem.barriers = p.smem.total;
     p.smem.total += bytes;

@@ -20,7 +20,7 @@ struct ForwardSmem {
   int v = 0;          // num_stages × [block_n][d_v_pad]
   int k_stage = 0, v_stage = 0;
   // Producer warpgroup: num_stages "full" then num_stages "empty" mbarriers, 8 B each; with
-  // persistent CTAs then the claimed tile index (i32, 8 B reserved).
+  // persistent CTAs then the claimed tile index, double-buffered (two i32).
   int barriers = 0;
   int total = 0;
 };
@@ -57,10 +57,10 @@ struct ForwardPlan {
   // neighbours, which share their head's K/V in L2, and long and short tiles spread over the SMs
   // (a static stride gave one CTA the long causal tiles and another the short: §23 of
   // docs/perf-notes.md). The producer warpgroup claims the next index once this tile's copies are
-  // issued and hands it to every warp through a shared slot and named barriers, then runs ahead
-  // into that tile's K/V while the compute warps finish this one; they load the next tile's Q
-  // while they store this one's O. Producer plans only (one CTA per SM by shared memory); the
-  // runtime picks the grid (FLASHJIT_PERSISTENT).
+  // issued and hands it to every warp through a shared slot at a CTA-wide named barrier, which the
+  // compute warps reach when they finish this tile; the producer then issues the next tile's K/V
+  // while the compute warps load its Q and store this one's O. Producer plans only (one CTA per
+  // SM by shared memory); the runtime picks the grid (FLASHJIT_PERSISTENT).
   bool persistent = false;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
