@@ -36,11 +36,6 @@ void sync_named(Emitter& e, int id, int threads) {
   e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_barrier_sync_cnt), {e.c32(id), e.c32(threads)});
 }
 
-void arrive_named(Emitter& e, int id, int threads) {
-  // Immediates: with the id in a register ptxas reserves all 16 barriers for the CTA.
-  inline_ptx(e, e.b.getVoidTy(), {e.c32(id), e.c32(threads)}, "bar.arrive $0, $1;", "n,n,~{memory}");
-}
-
 llvm::Value* shfl_idx(Emitter& e, llvm::Value* x, int lane) {
   return e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_shfl_sync_idx_i32),
                         {e.c32(-1), x, e.c32(lane), e.c32(0x1f)});

@@ -333,9 +333,12 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   // The runtime learns it from the compiled kernel, and launches such kernels one CTA per SM.
   const CompiledKernel c = compile_to_ptx(spec_of(128, "causal"));
   CHECK(c.persistent);
-  // The compute warpgroups hand Q from tile to tile on their own named barrier (256 threads),
-  // never the CTA's: the producer is a tile or more ahead of them.
+  // The compute warpgroups hand Q from tile to tile on their own named barrier (256 threads), not
+  // the CTA's. The claimed tile index goes to every warp at a barrier all 384 threads bar.sync at,
+  // with no bar.arrive: racecheck reports an arrive/sync hand-over as a hazard (perf-notes §27).
   CHECK_THAT(c.ptx, Catch::Contains("3, 256;"));
+  CHECK_THAT(c.ptx, Catch::Contains("4, 384;"));
+  CHECK_THAT(c.ptx, !Catch::Contains("bar.arrive") && !Catch::Contains("\tbarrier.arrive"));
   CompileOptions one_warpgroup;
   one_warpgroup.config = TileConfig{64, 128, 4, 2};
   CHECK_FALSE(compile_to_ptx(spec_of(128, "causal"), one_warpgroup).persistent);
