@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repo root, with .device/ carried: this build's library beside a
-# baseline's (.device/old/libflashjit.so.0.xz, another commit's library, stripped and xz'd by
-# hand), each in processes of its own, in the order baseline, this build, so that a change's gain
-# is measured side by side on one machine. Sections (any of): fwd (bench.py standard suite,
-# flashjit only, FLASHJIT_AUTOTUNE=off), bwd (`flashjit run --backward` backward ms, then
-# bench_backward.py with FlashAttention-2 in each process and cuDNN in this build's; bwdruns: the
-# runs only), ncu (the
-# backward's kernels timed one by one by Nsight Compute). DIMS (default 128 for fwd, 256 for
-# bwd and ncu) and SEQS (1024,4096,16384) select the shapes. Logs in $OUT/ab-*.txt; a table last.
+# baseline's (.device/old/libflashjit.so.0.xz: `BASELINE=<commit> scripts/gpu_bundle.sh` builds it;
+# .device/old/COMMIT names it), each in processes of its own, in the order baseline, this build, so
+# that a change's gain is measured side by side on one machine. Sections (any of): fwd (bench.py
+# standard suite, flashjit only, FLASHJIT_AUTOTUNE=off), bwd (`flashjit run --backward` backward ms,
+# then bench_backward.py with FlashAttention-2 in each process and cuDNN in this build's), bwdruns
+# (those runs only), ncu (the backward's kernels timed one by one by Nsight Compute). DIMS (default
+# 128 for fwd, 256 for bwd and ncu) and SEQS (1024,4096,16384) select the shapes. Logs in
+# $OUT/ab-*.txt; a table is printed last.
 set -u
 source scripts/gpu_env.sh
 export FLASHJIT_AUTOTUNE=off PYTHONUNBUFFERED=1
@@ -76,5 +76,5 @@ print(" ".join(f"{k}:{len(v)}x{statistics.median(v) / 1000:.1f}us" for k, v in t
     done ;;
   esac
 done
-echo "==================== summary"
+echo "==================== summary (old: $(cat $D/old/COMMIT 2>/dev/null || echo "a library without a COMMIT file"))"
 printf '%s\n' "${rows[@]}"

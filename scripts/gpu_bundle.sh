@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds here and copies what a GPU run needs into .device/ (git-ignored; the device tool's
-# `carry`): the library with LLVM inside, libyaml-cpp, the CLI, the tests and the check script.
+# `carry`): the library with LLVM inside, libyaml-cpp, the CLI, the tests and the check script;
+# with BASELINE=<commit>, also that commit's library for an A/B (scripts/gpu_ab.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make build
@@ -21,4 +22,19 @@ strip .device/embed_cpp .device/embed_c
 # What compute-sanitizer's racecheck makes of the hand-over patterns (scripts/gpu_racecheck_probe.sh).
 cc -std=gnu11 -O2 scripts/racecheck_probe.c -ldl -o .device/racecheck_probe
 cp scripts/gpu_check.sh .device/
+# BASELINE=<commit>: that commit's library too, for scripts/gpu_ab.sh's "old" side. It is built in a
+# worktree of its own (/tmp/flashjit-baseline, kept between bundles, so a second bundle against the
+# same baseline rebuilds only what changed), stripped and xz'd to fit the carry beside this build's.
+if [ -n "${BASELINE:-}" ]; then
+  rev=$(git rev-parse --verify "$BASELINE^{commit}")
+  wt=/tmp/flashjit-baseline
+  git worktree prune  # a worktree whose folder is gone (a new machine's /tmp) would block the add
+  if [ -d "$wt" ]; then git -C "$wt" checkout -q --detach "$rev"; else git worktree add -q --detach "$wt" "$rev"; fi
+  cmake -S "$wt" -B "$wt/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
+  cmake --build "$wt/build" -j "$(nproc)" --target flashjit
+  mkdir -p .device/old
+  strip --strip-unneeded -o .device/old/libflashjit.so.0 "$(readlink -f "$wt/build/libflashjit.so.0")"
+  xz -T0 -3 -f .device/old/libflashjit.so.0
+  echo "$rev $(git log -1 --format=%s "$rev")" > .device/old/COMMIT
+fi
 du -sh .device
