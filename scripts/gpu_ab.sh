@@ -12,6 +12,10 @@ set -u
 source scripts/gpu_env.sh
 export FLASHJIT_AUTOTUNE=off PYTHONUNBUFFERED=1
 OLD=/tmp/flashjit-baseline
+if [ ! -f $D/old/libflashjit.so.0.xz ]; then
+  echo "gpu_ab.sh: no baseline in $D/old/ (BASELINE=<commit> scripts/gpu_bundle.sh builds it)" >&2
+  exit 2
+fi
 mkdir -p "$OLD" && xz -dc $D/old/libflashjit.so.0.xz > "$OLD/libflashjit.so.0" && ln -sf libflashjit.so.0 "$OLD/libflashjit.so"
 SEQS=${SEQS:-1024,4096,16384}
 rows=()

@@ -11,6 +11,9 @@ CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 L="$OUT/racecheck-kernels.txt"
 : > "$L"
 export FLASHJIT_CACHE_DIR=/tmp/fjc-racecheck
+# The heuristic's kernels only: quick tuning would time every candidate config under the tool,
+# past the per-case limit below.
+export FLASHJIT_AUTOTUNE=off
 shape=(--seq 1000 --batch 2 --reps 1)
 cases=("--head-dim 128 --mask causal --heads 16" "examples/specs/document_mask.yaml --heads 16"
        "--head-dim 256 --mask causal --heads 16" "--head-dim 256 --mask causal --heads 8 --backward")

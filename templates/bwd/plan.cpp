@@ -211,7 +211,10 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   // Where shared memory leaves room for one 64-query CTA per SM (Q and dO of d_qk above 192), its
   // one warpgroup would run alone there, the tensor cores idle under each softmax: the CTA takes
   // 128 queries on two warpgroups instead, each with one warpgroup's registers, sharing each K/V tile.
-  if (p.q.wgmma && p.q.min_ctas_per_sm == 1 && !layout_q(128, 8, false)) layout_q(64, 4, true);
+  if (p.q.wgmma && p.q.min_ctas_per_sm == 1) {
+    const BackwardPass one_warpgroup = p.q;
+    if (!layout_q(128, 8, false)) p.q = one_warpgroup;
+  }
   return p;
 }
 
