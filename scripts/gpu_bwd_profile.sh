@@ -13,9 +13,20 @@ set -u
 source scripts/gpu_env.sh
 export FLASHJIT_AUTOTUNE=off PYTHONUNBUFFERED=1
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+[ -n "$NCU" ] || { echo "gpu_bwd_profile.sh: no ncu (Nsight Compute) on this machine" >&2; exit 2; }
 d=${DIMS:-128}
 h=$((2048 / d))
 rows=()
+# Per kernel (the entry name's suffix) of an Nsight Compute CSV: launches and the median duration in µs.
+kernel_times() {
+  grep gpu__time_duration "$1" | python3 -c '
+import csv, sys, statistics
+t = {}
+for r in csv.reader(sys.stdin):
+    name = r[4].split("(")[0].rsplit("_", 1)[-1] if len(r) > 4 else "?"
+    t.setdefault(name, []).append(float(r[-1].replace(",", "")))
+print(" ".join(f"{k}:{len(v)}x{statistics.median(v) / 1000:.1f}us" for k, v in t.items()))' 2>&1
+}
 declare -A MASK=([causal]="causal" [swa1024]="window(1023, 0) && causal" [swa512]="window(511, 0) && causal"
   [swa2048]="window(2047, 0) && causal" [swa4096]="window(4095, 0) && causal")
 for m in ${NCU_MASKS-causal swa1024}; do
@@ -23,13 +34,7 @@ for m in ${NCU_MASKS-causal swa1024}; do
     FLASHJIT_CACHE_DIR=/tmp/fjc-prof timeout 200 "$NCU" --clock-control none --metrics gpu__time_duration.sum \
       --print-units base --csv $D/flashjit run --head-dim "$d" --mask "${MASK[$m]}" --seq 16384 --batch 1 --heads $h \
       --backward $det --no-verify --reps 1 > "$OUT/prof-ncu-$m$det.csv" 2>&1
-    rows+=("ncu d=$d 16k $m ${det:-default}: $(grep gpu__time_duration "$OUT/prof-ncu-$m$det.csv" | python3 -c '
-import csv, sys, statistics
-t = {}
-for r in csv.reader(sys.stdin):
-    name = r[4].split("(")[0].rsplit("_", 1)[-1] if len(r) > 4 else "?"
-    t.setdefault(name, []).append(float(r[-1].replace(",", "")))
-print(" ".join(f"{k}:{len(v)}x{statistics.median(v) / 1000:.1f}us" for k, v in t.items()))' 2>&1)")
+    rows+=("ncu d=$d 16k $m ${det:-default}: $(kernel_times "$OUT/prof-ncu-$m$det.csv")")
   done
 done
 for m in ${RUN_MASKS-causal swa1024}; do
@@ -79,7 +84,7 @@ print(" ".join(f"{k}={x:.2f}" for k, x in sorted(v.items(), key=lambda kv: -kv[1
     FLASHJIT_CACHE_DIR=/tmp/fjc-prof timeout 200 "$NCU" --clock-control none --metrics gpu__time_duration.sum --print-units base --csv \
       $D/flashjit run --head-dim "$d" --mask "${MASK[swa1024]}" --seq 16384 --batch 1 --heads $h --heads-kv $hkv --backward \
       --deterministic --no-verify --reps 1 > "$OUT/prof-gqa-$hkv.csv" 2>&1
-    rows+=("swa1024 det heads_kv=$hkv: $(grep gpu__time_duration "$OUT/prof-gqa-$hkv.csv" | grep -E '_(kv|dq)\(' | awk -F'","' '{print $5, $NF}' | tr -d '"' | tr '\n' ';')")
+    rows+=("swa1024 det heads_kv=$hkv: $(kernel_times "$OUT/prof-gqa-$hkv.csv")")
   done
 fi
 echo "==================== summary"
