@@ -68,14 +68,7 @@ for section in "$@"; do
         LD_LIBRARY_PATH="$(lib_of $which):$LD_LIBRARY_PATH" FLASHJIT_CACHE_DIR=/tmp/fjc-ncu-$which timeout 150 \
           "$NCU" --clock-control none --metrics gpu__time_duration.sum --print-units base --csv $D/flashjit run --head-dim "$d" --mask $mask \
           --seq 4096 --batch 4 --heads $((2048 / d)) --backward --no-verify --reps 1 > "$OUT/ab-ncu-$which-$mask.csv" 2>&1
-        # Per kernel (entry name's suffix): launches and the median duration in µs.
-        rows+=("ncu $which d=$d 4k $mask: $(grep gpu__time_duration "$OUT/ab-ncu-$which-$mask.csv" | python3 -c '
-import csv, sys, statistics
-t = {}
-for r in csv.reader(sys.stdin):
-    name = r[4].split("(")[0].rsplit("_", 1)[-1] if len(r) > 4 else "?"
-    t.setdefault(name, []).append(float(r[-1].replace(",", "")))
-print(" ".join(f"{k}:{len(v)}x{statistics.median(v) / 1000:.1f}us" for k, v in t.items()))' 2>&1)")
+        rows+=("ncu $which d=$d 4k $mask: $(kernel_times "$OUT/ab-ncu-$which-$mask.csv")")
       done
     done ;;
   esac

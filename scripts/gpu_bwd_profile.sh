@@ -17,18 +17,10 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/
 d=${DIMS:-128}
 h=$((2048 / d))
 rows=()
-# Per kernel (the entry name's suffix) of an Nsight Compute CSV: launches and the median duration in µs.
-kernel_times() {
-  grep gpu__time_duration "$1" | python3 -c '
-import csv, sys, statistics
-t = {}
-for r in csv.reader(sys.stdin):
-    name = r[4].split("(")[0].rsplit("_", 1)[-1] if len(r) > 4 else "?"
-    t.setdefault(name, []).append(float(r[-1].replace(",", "")))
-print(" ".join(f"{k}:{len(v)}x{statistics.median(v) / 1000:.1f}us" for k, v in t.items()))' 2>&1
-}
 declare -A MASK=([causal]="causal" [swa1024]="window(1023, 0) && causal" [swa512]="window(511, 0) && causal"
   [swa2048]="window(2047, 0) && causal" [swa4096]="window(4095, 0) && causal")
+# `flashjit run --backward` of this d at 16k tokens on mask $1 (a MASK key), more flags after it.
+bwd_run() { local m=$1; shift; $D/flashjit run --head-dim "$d" --mask "${MASK[$m]}" --seq 16384 --batch 1 --heads $h --backward "$@"; }
 for m in ${NCU_MASKS-causal swa1024}; do
   for det in "" --deterministic; do
     FLASHJIT_CACHE_DIR=/tmp/fjc-prof timeout 200 "$NCU" --clock-control none --metrics gpu__time_duration.sum \
@@ -39,8 +31,7 @@ for m in ${NCU_MASKS-causal swa1024}; do
 done
 for m in ${RUN_MASKS-causal swa1024}; do
   for det in "" --deterministic; do
-    ms=$(FLASHJIT_CACHE_DIR=/tmp/fjc-prof $D/flashjit run --head-dim "$d" --mask "${MASK[$m]}" --seq 16384 --batch 1 --heads $h \
-      --backward $det --no-verify --reps 20 2>&1 | tee -a "$OUT/prof-runs.txt" | grep -E "ms (backward )?\(median\)" | grep -oE "[0-9.]+ ms" | tr '\n' ' ')
+    ms=$(FLASHJIT_CACHE_DIR=/tmp/fjc-prof bwd_run $m $det --no-verify --reps 20 2>&1 | tee -a "$OUT/prof-runs.txt" | grep -E "ms (backward )?\(median\)" | grep -oE "[0-9.]+ ms" | tr '\n' ' ')
     rows+=("run d=$d 16k $m ${det:-default}: fwd/bwd $ms")
   done
 done
@@ -49,8 +40,7 @@ for cfg in ${SWEEP//;/ }; do
   for m in causal swa1024; do
     line="sweep d=$d 16k $m $cfg ms (default, deterministic):"
     for det in "" --deterministic; do
-      ms=$(FLASHJIT_CACHE_DIR=/tmp/fjc-prof $D/flashjit run --head-dim "$d" --mask "${MASK[$m]}" --seq 16384 --batch 1 --heads $h \
-        --backward --backward-config "$cfg" $det --no-verify --reps 20 2>&1 | tee -a "$OUT/prof-sweep.txt" | grep -E "ms backward \(median\)" | grep -oE "[0-9.]+ ms")
+      ms=$(FLASHJIT_CACHE_DIR=/tmp/fjc-prof bwd_run $m --backward-config "$cfg" $det --no-verify --reps 20 2>&1 | tee -a "$OUT/prof-sweep.txt" | grep -E "ms backward \(median\)" | grep -oE "[0-9.]+ ms")
       line+=" ${ms:-?}"
     done
     rows+=("$line")
