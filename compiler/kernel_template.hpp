@@ -50,6 +50,9 @@ struct Target {
   // accepts configs whose two warpgroups share one key tile, one accumulating dV and the other dK
   // (BackwardPlan::warpgroup_split).
   bool backward_warpgroups = false;
+  // FLASHJIT_BWD_PRODUCER (the pipeline sets this from it): the backward's dK/dV kernel takes a
+  // producer warpgroup where BackwardPlan allows one (BackwardPass::producer).
+  bool backward_producer = false;
 
   int sm() const;  // sm_number(arch)
 };

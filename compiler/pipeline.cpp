@@ -147,6 +147,7 @@ Target target_for(const CompileOptions& options, const std::string& default_arch
   // the runtime chose (auto with no suitable ptxas is the driver's JIT).
   t.moves_registers = knob::get("FLASHJIT_PTXAS") != "driver";
   t.backward_warpgroups = knob::get("FLASHJIT_BWD_WARPGROUPS") == "on";
+  t.backward_producer = knob::get("FLASHJIT_BWD_PRODUCER") == "on";
   return t;
 }
 

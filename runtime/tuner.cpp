@@ -101,9 +101,12 @@ autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s, 
   // kernels (which configs fuse dQ, for one) is not reused. FLASHJIT_BWD_WARPGROUPS=on (the
   // default) keys its own tunings ("bwd-8+wg"): one that picked a two-warpgroup config is never read
   // with the knob off, where that config is refused.
+  // FLASHJIT_BWD_PRODUCER=on ("+prod") likewise: its tunings were timed on other dK/dV kernels.
   static const bool warpgroups = knob::get("FLASHJIT_BWD_WARPGROUPS") == "on";
-  const std::string name =
-      backward ? find_template("attention_bwd").version + (warpgroups ? "+wg-" : "-") + spec.spec_hash : spec.spec_hash;
+  static const bool producer = knob::get("FLASHJIT_BWD_PRODUCER") == "on";
+  const std::string name = backward ? find_template("attention_bwd").version + (warpgroups ? "+wg" : "") +
+                                          (producer ? "+prod" : "") + "-" + spec.spec_hash
+                                    : spec.spec_hash;
   autotune::ShapeBucket bucket = autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
                                                           spec.spec.head_dim_v, s.heads_kv);
   bucket.page_size = page_size;

@@ -7,7 +7,10 @@
 #   RUN_MASKS (default "causal swa1024"): `flashjit run --backward` ms, both paths;
 #   SWEEP="bm,bn,w,s;...": those backward configs on causal and swa1024, both paths;
 #   STALLS=1: the deterministic dK/dV kernel's warp states (causal, swa1024) and its time with 4 KV heads;
-#   TUNE (default 1; 0 skips): the tuner's full search of the swa1024 backward.
+#   TUNE (default 1; 0 skips): the tuner's full search of the swa1024 backward;
+#   AB="VAR=a VAR=b" (e.g. "FLASHJIT_BWD_PRODUCER=off FLASHJIT_BWD_PRODUCER=on"): the NCU_MASKS and
+#     RUN_MASKS sections once per setting, in that order, each labelled with it; the last setting
+#     stays set for the sections after them.
 # Logs in $OUT/prof-*; a table is printed last.
 set -u
 source scripts/gpu_env.sh
@@ -21,21 +24,27 @@ declare -A MASK=([causal]="causal" [swa1024]="window(1023, 0) && causal" [swa512
   [swa2048]="window(2047, 0) && causal" [swa4096]="window(4095, 0) && causal")
 # `flashjit run --backward` of this d at 16k tokens on mask $1 (a MASK key), more flags after it.
 bwd_run() { local m=$1; shift; $D/flashjit run --head-dim "$d" --mask "${MASK[$m]}" --seq 16384 --batch 1 --heads $h --backward "$@"; }
-for m in ${NCU_MASKS-causal swa1024}; do
-  for det in "" --deterministic; do
-    FLASHJIT_CACHE_DIR=/tmp/fjc-prof timeout 200 "$NCU" --clock-control none --metrics gpu__time_duration.sum \
-      --print-units base --csv $D/flashjit run --head-dim "$d" --mask "${MASK[$m]}" --seq 16384 --batch 1 --heads $h \
-      --backward $det --no-verify --reps 1 > "$OUT/prof-ncu-$m$det.csv" 2>&1
-    rows+=("ncu d=$d 16k $m ${det:-default}: $(kernel_times "$OUT/prof-ncu-$m$det.csv")")
+for ab in ${AB:-default}; do
+  [ "$ab" = default ] || export "$ab"
+  tag=${ab/default/}; tag=${tag:+ [$tag]}
+  for m in ${NCU_MASKS-causal swa1024}; do
+    for det in "" --deterministic; do
+      f="$OUT/prof-ncu-$m$det${ab/*=/-}.csv"
+      FLASHJIT_CACHE_DIR=/tmp/fjc-prof timeout 200 "$NCU" --clock-control none --metrics gpu__time_duration.sum \
+        --print-units base --csv $D/flashjit run --head-dim "$d" --mask "${MASK[$m]}" --seq 16384 --batch 1 --heads $h \
+        --backward $det --no-verify --reps 1 > "$f" 2>&1
+      rows+=("ncu d=$d 16k $m ${det:-default}$tag: $(kernel_times "$f")")
+    done
   done
-done
-for m in ${RUN_MASKS-causal swa1024}; do
-  for det in "" --deterministic; do
-    ms=$(FLASHJIT_CACHE_DIR=/tmp/fjc-prof bwd_run $m $det --no-verify --reps 20 2>&1 | tee -a "$OUT/prof-runs.txt" | grep -E "ms (backward )?\(median\)" | grep -oE "[0-9.]+ ms" | tr '\n' ' ')
-    rows+=("run d=$d 16k $m ${det:-default}: fwd/bwd $ms")
+  for m in ${RUN_MASKS-causal swa1024}; do
+    for det in "" --deterministic; do
+      ms=$(FLASHJIT_CACHE_DIR=/tmp/fjc-prof bwd_run $m $det --no-verify --reps 20 2>&1 | tee -a "$OUT/prof-runs.txt" | grep -E "ms (backward )?\(median\)" | grep -oE "[0-9.]+ ms" | tr '\n' ' ')
+      rows+=("run d=$d 16k $m ${det:-default}$tag: fwd/bwd $ms")
+    done
   done
 done
 # SWEEP="cfg;cfg..." : each backward config, default and deterministic, on both masks.
+SWEEP=${SWEEP:-}
 for cfg in ${SWEEP//;/ }; do
   for m in causal swa1024; do
     line="sweep d=$d 16k $m $cfg ms (default, deterministic):"

@@ -2,8 +2,10 @@
 # Runs on the GPU machine from the repo root, with .device/ carried: compute-sanitizer's racecheck
 # (and memcheck on the last case) on `flashjit run` of the kernels that share memory between warp
 # roles: the persistent forward (the claimed tile's hand-over between the producer and the compute
-# warps) at d=128 causal, with a document mask (block map) and at d=256 causal, and the backward at
-# d=256 causal (dK and dV on two warpgroups, dQ on two warpgroups). Each run also checks its result
+# warps) at d=128 causal, with a document mask (block map) and at d=256 causal, and the backward:
+# at d=128 (the dK/dV kernel's producer warpgroup and its mbarrier ring; causal with GQA 4:1, so the
+# ring runs across query heads, and a document mask, whose walk is a list) and at d=256 causal (dK
+# and dV on two warpgroups, dQ on two warpgroups). Each run also checks its result
 # against the fp64 reference. Logs in $OUT/racecheck-kernels.txt; a table is printed last.
 set -u
 source scripts/gpu_env.sh
@@ -16,9 +18,12 @@ export FLASHJIT_CACHE_DIR=/tmp/fjc-racecheck
 export FLASHJIT_AUTOTUNE=off
 shape=(--seq 1000 --batch 2 --reps 1)
 cases=("--head-dim 128 --mask causal --heads 16" "examples/specs/document_mask.yaml --heads 16"
-       "--head-dim 256 --mask causal --heads 16" "--head-dim 256 --mask causal --heads 8 --backward")
+       "--head-dim 256 --mask causal --heads 16" "--head-dim 128 --mask causal --heads 8 --heads-kv 2 --backward"
+       "examples/specs/document_mask.yaml --heads 8 --backward" "--head-dim 256 --mask causal --heads 8 --backward")
 rows=()
 for c in "${cases[@]}"; do
+  # ONLY=regex: the cases whose flags match it (e.g. ONLY=--backward).
+  [[ -n "${ONLY:-}" && ! "$c" =~ ${ONLY:-} ]] && continue
   for tool in racecheck memcheck; do
     [ $tool = memcheck ] && [ "$c" != "${cases[-1]}" ] && continue
     extra=(); [ $tool = racecheck ] && extra=(--racecheck-report all)

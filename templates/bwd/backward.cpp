@@ -38,7 +38,8 @@ BackwardKernel::BackwardKernel(llvm::Module& module, const BackwardPlan& plan, S
       out_(out),
       fn_(declare_kernel(module, *plan.spec, {P_.threads, P_.min_ctas_per_sm}, KernelTail::backward, name)),
       e_(module, fn_),
-      NT(P_.cols / 8) {
+      NT(P_.cols / 8),
+      PRODUCER(side == Side::keys && P_.producer) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -91,19 +92,22 @@ Value* BackwardKernel::col_of(Value* first, int nt, int i) {
 // Streamed tile j of the walk into stage j % stages: Q and dO rows (keys side) or K and V rows.
 void BackwardKernel::issue(Value* j, Value* entry, bool once) {
   auto& B = e_.b;
-  Value* stage = B.CreateURem(j, e_.c32(P_.stages));
+  Value* stage = B.CreateURem(pipe_step(j), e_.c32(P_.stages));
   Value* first = B.CreateMul(walk_->tile(e_, j, entry), e_.c32(P_.cols));
   const int t_qk = side_ == Side::keys ? 0 : 1, t_v = side_ == Side::keys ? 4 : 2;
+  // With a producer warpgroup only it copies: its 128 threads share the rows.
+  const int threads = PRODUCER ? 128 : P_.threads;
+  Value* tid = PRODUCER ? B.CreateSub(tid_, e_.c32(P_.compute_threads)) : tid_;
   tile::copy_rows(e_, stage_tile(P_.str_qk, P_.str_qk_stage, stage), {str_qk_base_, strides_[t_qk][1], first, seq_cols_},
-                  spec_.head_dim_qk, P_.threads, tid_, once);
+                  spec_.head_dim_qk, threads, tid, once);
   tile::copy_rows(e_, stage_tile(P_.str_v, P_.str_v_stage, stage), {str_v_base_, strides_[t_v][1], first, seq_cols_},
-                  spec_.head_dim_v, P_.threads, tid_, once);
+                  spec_.head_dim_v, threads, tid, once);
   if (side_ != Side::keys) return;
   // The streamed queries' LSE and D, in the same commit group as their Q and dO rows.
   Value* stats = B.CreateAdd(B.CreateAdd(smem_, e_.c32(P_.stats)), B.CreateMul(stage, e_.c32(P_.stats_stage)));
-  for (int c0 = 0; c0 < P_.cols; c0 += P_.threads)
-    e_.when(B.CreateICmpULT(B.CreateAdd(tid_, e_.c32(c0)), e_.c32(P_.cols)), "stats", [&] {
-      Value* c = B.CreateAdd(tid_, e_.c32(c0));
+  for (int c0 = 0; c0 < P_.cols; c0 += threads)
+    e_.when(B.CreateICmpULT(B.CreateAdd(tid, e_.c32(c0)), e_.c32(P_.cols)), "stats", [&] {
+      Value* c = B.CreateAdd(tid, e_.c32(c0));
       Value* q = B.CreateAdd(first, c);
       Value* valid = B.CreateICmpSLT(q, seq_q_);
       Value* safe = B.CreateSelect(valid, q, e_.c32(0));
@@ -236,7 +240,7 @@ RegTile BackwardKernel::probabilities(RegTile s, Value* first, Value* entry, Reg
 
 void BackwardKernel::tile_step(Value* j, Value* entry) {
   auto& B = e_.b;
-  Value* stage = B.CreateURem(j, e_.c32(P_.stages));
+  Value* stage = B.CreateURem(pipe_step(j), e_.c32(P_.stages));
   const SmemTile str_qk = stage_tile(P_.str_qk, P_.str_qk_stage, stage);
   const SmemTile str_v = stage_tile(P_.str_v, P_.str_v_stage, stage);
   Value* first = B.CreateMul(walk_->tile(e_, j, entry), e_.c32(P_.cols));
@@ -274,7 +278,18 @@ void BackwardKernel::tile_step(Value* j, Value* entry) {
         dp[mt][nt][i] = ds;
       }
   if (keys) {  // dK += dSᵀ Q
-    if (out_.dq) store_ds(e_, P_, spec_.dtype, dq_sum(), dp);
+    if (out_.dq) {
+      // dSᵀ is rewritten once both warpgroups' dQ products of the last step have read it: the CTA
+      // barrier that ends each step orders that without a producer. With one, steps alternate
+      // between two buffers where they fit: a warpgroup writes step j + 2's dSᵀ after the barrier
+      // in step j + 1's add_dq, which the other passes only once its step-j product is waited for.
+      // Else this barrier.
+      if (P_.ds_buffers > 1)
+        ds_buffer_ = B.CreateAnd(pipe_step(j), e_.c32(1));
+      else if (PRODUCER)
+        sync_compute(e_, P_);
+      store_ds(e_, P_, spec_.dtype, dq_sum(), dp);
+    }
     RegTile acc = acc_b_.load(e_);
     tc_b_->mma_pv(e_, acc, dp, str_qk);
     acc_b_.store(e_, acc);
@@ -287,6 +302,7 @@ void BackwardKernel::tile_step(Value* j, Value* entry) {
 }
 
 void BackwardKernel::walk_tiles() {
+  if (PRODUCER) return consume();
   auto& B = e_.b;
   const int S = P_.stages;
   for (int s = 0; s + 1 < S; ++s) {
@@ -324,6 +340,16 @@ void BackwardKernel::store(const tile::TileVars& acc, Value* base, Value* const 
     }
 }
 
+void BackwardKernel::for_each_head(Value* first_head, const std::function<void()>& walk) {
+  auto& B = e_.b;
+  e_.loop(e_.c32(0), group_, 1, "head", [&](Value* g) {
+    start_head(B.CreateAdd(first_head, g));
+    if (steps_) step0_ = B.CreateLoad(e_.i32(), steps_);
+    walk();
+    if (steps_) B.CreateStore(B.CreateAdd(step0_, walk_->count()), steps_);
+  });
+}
+
 void BackwardKernel::run() {
   auto& B = e_.b;
   const bool keys = side_ == Side::keys;
@@ -336,9 +362,19 @@ void BackwardKernel::run() {
   };
   Value* res_qk_src = keys ? base(arg(kParamK), 1, head_kv_) : base(arg(kParamQ), 0, head_);
   Value* res_v_src = keys ? base(arg(kParamV), 2, head_kv_) : base(bwd(kBwdDo), 4, head_);
-  tile::copy_rows(e_, res_qk, {res_qk_src, strides_[keys ? 1 : 0][1], row0_, seq_rows_}, d_qk, P_.threads, tid_, true);
-  tile::copy_rows(e_, res_v, {res_v_src, strides_[keys ? 2 : 4][1], row0_, seq_rows_}, d_v, P_.threads, tid_, true);
-  tile::cp_async_commit(e_);
+  auto load_resident = [&] {
+    tile::copy_rows(e_, res_qk, {res_qk_src, strides_[keys ? 1 : 0][1], row0_, seq_rows_}, d_qk, P_.compute_threads, tid_,
+                    true);
+    tile::copy_rows(e_, res_v, {res_v_src, strides_[keys ? 2 : 4][1], row0_, seq_rows_}, d_v, P_.compute_threads, tid_,
+                    true);
+    tile::cp_async_commit(e_);
+  };
+  if (PRODUCER) {
+    e_.when(B.CreateICmpULT(tid_, e_.c32(P_.compute_threads)), "resident", load_resident);
+    start_producer(head_);  // returns in the compute warpgroups
+  } else {
+    load_resident();
+  }
 
   const int MT = P_.m_tiles;
   // tc_a: A = the d_qk tile (S = A·Bᵀ over d_qk); its P·B product is dV (keys) or dQ (queries).
@@ -370,11 +406,7 @@ void BackwardKernel::run() {
   auto scale = [&] { return B.CreateFMul(scale_log2_, e_.cf(static_cast<float>(M_LN2))); };
   auto walk_and_store = [&] {
     // Every query head of this KV head's group, in order: dK and dV sum over them on chip.
-    Value* first_head = head_;
-    e_.loop(e_.c32(0), group_, 1, "head", [&](Value* g) {
-      start_head(B.CreateAdd(first_head, g));
-      walk_tiles();
-    });
+    for_each_head(head_, [&] { walk_tiles(); });
     // The shared memory a bulk reduction reads must outlive it: wait before the CTA exits.
     if (out_.dq) finish_dq(e_, dq_sum());
     Value* dk_scale = scale();

@@ -45,6 +45,17 @@ class BackwardKernel {
   void start_head(Value* head);
   void walk_tiles();
   void issue(Value* j, Value* entry, bool once);
+  // BackwardPass::producer (templates/bwd/backward_producer.cpp): the mbarriers initialised and
+  // the warpgroups split, the producer's walk over every head of the group, the compute warps' walk.
+  void start_producer(Value* first_head);
+  void produce();
+  void consume();
+  Value* full_bar(Value* stage) { return e_.b.CreateAdd(bars_, e_.b.CreateMul(stage, e_.c32(8))); }
+  Value* empty_bar(Value* stage) { return e_.b.CreateAdd(full_bar(stage), e_.c32(8 * P_.stages)); }
+  // Step j of this head's walk counted over the heads walked before (the stage ring runs on).
+  Value* pipe_step(Value* j) { return step0_ ? e_.b.CreateAdd(step0_, j) : j; }
+  // Walks each query head of the group in order: start_head, then `walk`; the pipeline steps carried.
+  void for_each_head(Value* first_head, const std::function<void()>& walk);
   void tile_step(Value* j, Value* entry);
   // BackwardPlan::warpgroup_split (templates/bwd/backward_roles.cpp): the kernel's tail after the
   // resident tiles, once per warpgroup with out_ naming its output, and each one's step.
@@ -58,7 +69,7 @@ class BackwardKernel {
   void load_row_stats();
   Value* row_stat(bool delta, int mt, int nt, int i);
   // The keys side's dQ (templates/bwd/dq_sum.hpp): this head's inputs.
-  DqSumInputs dq_sum() const { return {smem_, tid_, bwd(kBwdDqAccum), batch_head_, seq_q_}; }
+  DqSumInputs dq_sum() const { return {smem_, tid_, bwd(kBwdDqAccum), batch_head_, seq_q_, ds_buffer_}; }
   void store(const tile::TileVars& acc, Value* base, Value* const strides[3], Value* limit, int cols, Value* mult);
 
   Value* arg(int i) const { return fn_->getArg(unsigned(i)); }
@@ -98,6 +109,11 @@ class BackwardKernel {
   std::vector<llvm::AllocaInst*> lse_vars_, delta_vars_;
   Value* stats_ = nullptr;  // the dK/dV kernel: this stage's LSE and D in shared memory
   Value* batch_head_ = nullptr;  // batch · heads_q + the query head start_head was called for
+  const bool PRODUCER;             // BackwardPass::producer (the keys side)
+  Value* bars_ = nullptr;          // producer: the stage mbarriers' shared address
+  Value* step0_ = nullptr;         // producer: pipeline steps of the heads walked before this one
+  llvm::AllocaInst* steps_ = nullptr;
+  Value* ds_buffer_ = nullptr;     // this step's dSᵀ buffer (BackwardPass::ds_buffers > 1)
 };
 
 }  // namespace flashjit::bwd

@@ -13,6 +13,16 @@ namespace flashjit {
 using llvm::Value;
 using tile::SmemTile;
 
+namespace {
+
+// Byte offset of this step's dSᵀ buffer from the kernel's shared memory.
+Value* ds_offset(tile::Emitter& e, const BackwardPass& pass, const DqSumInputs& in) {
+  if (!in.ds_buffer) return e.c32(pass.ds);
+  return e.b.CreateAdd(e.c32(pass.ds), e.b.CreateMul(in.ds_buffer, e.c32(pass.rows * pass.cols * 2)));
+}
+
+}  // namespace
+
 // dSᵀ (keys × queries, rounded to the dtype as the dK product rounds it) into the layout of
 // compiler/tile/smem_tile.hpp, where the dQ product reads it as an MN-major A operand.
 void store_ds(tile::Emitter& e, const BackwardPass& pass, DType dtype, const DqSumInputs& in, const tile::RegTile& ds) {
@@ -23,7 +33,7 @@ void store_ds(tile::Emitter& e, const BackwardPass& pass, DType dtype, const DqS
   Value* tid = tile::in_loop(e, in.tid);
   Value* g = B.CreateAnd(B.CreateLShr(tid, 2), e.c32(7));
   Value* row = B.CreateAdd(B.CreateShl(B.CreateLShr(tid, 5), 4), g);
-  Value* at = B.CreateAdd(tile::in_loop(e, in.smem), e.c32(pass.ds));
+  Value* at = B.CreateAdd(tile::in_loop(e, in.smem), ds_offset(e, pass, in));
   at = B.CreateAdd(B.CreateAdd(at, B.CreateShl(row, 7)), B.CreateShl(g, 4));  // chunk 0 ^ g
   at = B.CreateAdd(at, B.CreateShl(B.CreateAnd(tid, e.c32(3)), 2));
   for (int nt = 0; nt < pass.cols / 8; ++nt)
@@ -46,8 +56,8 @@ void add_dq(tile::Emitter& e, const BackwardPass& pass, DType dtype, int d, cons
   // As in store_ds: every address from in_loop values.
   Value* tid = tile::in_loop(e, in.tid);
   Value* smem = tile::in_loop(e, in.smem);
-  tile::sync_threads(e);  // every warpgroup's dSᵀ is in shared memory
-  const SmemTile ds{B.CreateAdd(smem, e.c32(pass.ds)), pass.rows};
+  sync_compute(e, pass);  // every warpgroup's dSᵀ is in shared memory
+  const SmemTile ds{B.CreateAdd(smem, ds_offset(e, pass, in)), pass.rows};
   const SmemTile k{B.CreateAdd(smem, e.c32(pass.res_qk)), pass.rows};
   const int groups = pass.warps / 4, blocks = pass.cols / 64, panels = (d + 63) / 64;
   Value* group = B.CreateLShr(tid, 7);
@@ -91,6 +101,13 @@ Value* dq_block_offset(tile::Emitter& e, Value* batch_head, Value* seq_q, Value*
                              B.CreateZExt(m_block, e.i64()));
   index = B.CreateAdd(B.CreateMul(index, e.c64(panels)), B.CreateZExt(panel, e.i64()));
   return B.CreateMul(index, e.c64(kDqBlockFloats));
+}
+
+void sync_compute(tile::Emitter& e, const BackwardPass& pass) {
+  if (pass.producer)
+    tile::sync_named(e, kComputeBarrier, pass.compute_threads);
+  else
+    tile::sync_threads(e);
 }
 
 void finish_dq(tile::Emitter& e, const DqSumInputs& in) {

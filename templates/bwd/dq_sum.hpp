@@ -14,6 +14,8 @@ struct DqSumInputs {
   llvm::Value* accum;       // the workspace (BackwardParams::dq_accum)
   llvm::Value* batch_head;  // i32: batch · heads_q + the query head of the tile
   llvm::Value* seq_q;
+  // i32, 0 or 1: the dSᵀ buffer of this step (BackwardPass::ds_buffers); null with one buffer.
+  llvm::Value* ds_buffer = nullptr;
 };
 
 // dSᵀ (pass.rows keys × pass.cols queries, one m16n8 register tile per warp, rounded to the dtype
@@ -30,5 +32,9 @@ llvm::Value* dq_block_offset(tile::Emitter& e, llvm::Value* batch_head, llvm::Va
                              int panels, llvm::Value* panel);
 // Before the kernel returns: the bulk reductions have finished (their shared memory stays valid).
 void finish_dq(tile::Emitter& e, const DqSumInputs& in);
+// The kernel's compute warps meet: bar.sync 0, or with a producer warpgroup (BackwardPass::producer,
+// which never joins them) named barrier kComputeBarrier of pass.compute_threads (PTX ISA §9.7.13.1).
+inline constexpr int kComputeBarrier = 3;  // 1 and 2 are tile::sync_warpgroup's
+void sync_compute(tile::Emitter& e, const BackwardPass& pass);
 
 }  // namespace flashjit

@@ -27,7 +27,7 @@ bool wgmma_for(const Target& t, int rows, int warps) {
 // outputs) plus S and dP (cols each).
 void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_stats, bool with_dq, const char* what,
             const TileConfig& c) {
-  p.threads = 32 * p.warps;
+  p.threads = p.compute_threads = 32 * p.warps;
   p.m_tiles = p.rows / (16 * p.warps / p.roles);
   p.res_qk = 0;
   p.res_v = p.rows * plan.d_qk_pad * 2;
@@ -45,8 +45,12 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
   }
   if (with_dq) {
     p.ds = (total + 1023) / 1024 * 1024;  // a wgmma operand: 1024-byte aligned
-    p.dq = p.ds + p.rows * p.cols * 2;
+    p.dq = p.ds + p.ds_buffers * p.rows * p.cols * 2;
     total = p.dq + (p.cols / 64) * ((plan.attention().head_dim_qk + 63) / 64) * kDqBlockFloats * 4;
+  }
+  if (p.producer) {
+    p.barriers = (total + 7) / 8 * 8;
+    total = p.barriers + 16 * p.stages;
   }
   // wgmma's 128-byte swizzle needs 1024-byte aligned tiles (templates/fwd/plan.hpp).
   p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
@@ -58,10 +62,37 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
   // S and dP per streamed tile; with dP in flight under S's softmax, dP, S, P and the score's
   // derivative are live at once there: two tiles more with a score modifier, one without.
   const int tiles = 2 + (p.dp_early ? 1 + (plan.spec->score ? 1 : 0) : 0);
-  const int accumulators = p.rows * (acc_cols + tiles * p.cols) / (p.threads / p.roles);
+  const int accumulators = p.rows * (acc_cols + tiles * p.cols) / (p.compute_threads / p.roles);
   // The forward's margins (templates/common/arch_limits.hpp) over the accumulators.
   const int need = accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
   p.min_ctas_per_sm = ctas_per_sm(arch, p.shared_bytes, p.threads, need);
+  if (p.producer) {
+    // One CTA per SM (backward_producer_blocker): the launch's 168 registers per thread of 384,
+    // 240 of them to each compute thread (FlashAttention-3's split), what is left to the producer.
+    p.threads += 128;
+    p.compute_registers = 240;
+    p.producer_registers = producer_registers(p.compute_threads, p.compute_registers);
+    if (!p.producer_registers)
+      throw Error(ErrorKind::internal, "internal error: " + std::to_string(p.threads) + " threads leave the producer fewer registers than setmaxnreg's 24");
+    p.min_ctas_per_sm = 1;
+  }
+}
+
+// Why the dK/dV kernel has no producer warpgroup, or nothing (`p` laid out without one).
+std::optional<std::string> backward_producer_blocker(const BackwardPlan& p) {
+  const AttentionSpec& s = p.attention();
+  if (!p.target.backward_producer) return "FLASHJIT_BWD_PRODUCER=off";
+  if (!p.kv.wgmma || p.kv.warps != 8 || p.kv.roles != 1)
+    return "it needs wgmma and two warpgroups with keys of their own (num_warps 8, block_n 128)";
+  if (p.split_kv) return "dK and dV take two launches at this head dim";
+  if ((s.head_dim_qk != 64 && s.head_dim_qk != 128) || (s.head_dim_v != 64 && s.head_dim_v != 128))
+    return "head dims must be 64 or 128 (whole 64-column panels, as the forward's producer needs)";
+  if (!p.target.moves_registers)
+    return "the compute warpgroups need the 240 registers setmaxnreg gives them, and the driver's JIT ignores "
+           "setmaxnreg (FLASHJIT_PTXAS=driver, or no ptxas found)";
+  if (sm_shared_bytes(p.target.arch) / (p.kv.shared_bytes + kSharedReservedPerCta) > 1)
+    return "shared memory allows more than one CTA per SM, which a producer warpgroup's registers would take";
+  return std::nullopt;
 }
 
 }  // namespace
@@ -178,15 +209,32 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   else if (s.head_dim_qk % 64 || (s.head_dim_v > 64 && s.head_dim_v % 64))
     p.fused_dq_note = "dQ by its own kernel: with a head dim between 64 and 128 that is not 128, ptxas 13 serialises "
                       "the wgmma of the kernel that adds dQ (insufficient register resources)";
-  else {
-    try {
-      layout(p.kv, p, kv_acc, true, true, kv_what, c);
-      p.fused_dq = true;
-    } catch (const Error& e) {
-      p.fused_dq_note = std::string("dQ by its own kernel: ") + e.what();
+  const bool may_fuse = p.fused_dq_note.empty();
+  auto layout_kv = [&] {
+    p.fused_dq = false;
+    // With a producer, two dSᵀ buffers where they fit, else one.
+    for (int buffers = p.kv.producer ? 2 : 1; may_fuse && !p.fused_dq && buffers >= 1; --buffers) {
+      p.kv.ds_buffers = buffers;
+      try {
+        layout(p.kv, p, kv_acc, true, true, kv_what, c);
+        p.fused_dq = true;
+      } catch (const Error& e) {
+        p.fused_dq_note = std::string("dQ by its own kernel: ") + e.what();
+      }
     }
+    if (p.fused_dq) {
+      p.fused_dq_note.clear();
+    } else {
+      p.kv.ds_buffers = 1;
+      layout(p.kv, p, kv_acc, true, false, kv_what, c);
+    }
+  };
+  layout_kv();
+  p.kv_producer_note = backward_producer_blocker(p).value_or("");
+  if (p.kv_producer_note.empty()) {
+    p.kv.producer = true;
+    layout_kv();
   }
-  if (!p.fused_dq) layout(p.kv, p, kv_acc, true, false, kv_what, c);
 
   const int d = std::max(s.head_dim_qk, s.head_dim_v);
   p.q.cols = d <= 128 ? 64 : 32;
@@ -239,7 +287,7 @@ std::string BackwardPlan::describe() const {
   if (spec->score) o << " score=" << s.score;
   o << " " << config.str() << (split_kv ? " dK,dV split" : "") << (warpgroup_split ? " dK,dV by warpgroup" : "")
     << (fused_dq ? " dQ fused" : "")
-    << (kv.dp_early ? " dP early" : "") << " dkdv: threads=" << kv.threads
+    << (kv.dp_early ? " dP early" : "") << (kv.producer ? " producer" : "") << (kv.ds_buffers > 1 ? " dS x2" : "") << " dkdv: threads=" << kv.threads
     << " smem=" << kv.shared_bytes << "B; dq: " << q.rows << "x" << q.cols << " s" << q.stages
     << (q.wgmma ? " wgmma" : " mma16816") << " smem=" << q.shared_bytes << "B";
   return o.str();

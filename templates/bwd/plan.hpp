@@ -34,6 +34,10 @@ struct BackwardPass {
   // layout above) and the tile's fp32 dQ, one kDqBlockFloats block per 64 queries × 64 columns in
   // the workspace's order (templates/common/backward_abi.hpp).
   int ds = 0, dq = 0;
+  // dSᵀ buffers the steps alternate between: 2 with a producer where shared memory allows, so that
+  // a step's dSᵀ never overwrites the one the other warpgroup's dQ product of the step before may
+  // still read, with no barrier per step for it (one barrier per step publishes dSᵀ).
+  int ds_buffers = 1;
   // BackwardPlan::warpgroup_split: P (times the score's derivative) of the tile in fp32, from the
   // warpgroup that computes it to the one that forms dS, rows × cols in each thread's order.
   int p_share = 0;
@@ -41,6 +45,15 @@ struct BackwardPass {
   // intra-warpgroup overlap, applied to the backward's two independent products): the tensor cores
   // work under the softmax, at the cost of dP's registers held across it.
   bool dp_early = false;
+  // A producer warpgroup (FlashAttention-3 §3.1; the dK/dV kernel only, plan_backward says where):
+  // its 128 threads issue the streamed tiles' copies into the stage ring and hand each stage over
+  // through a pair of mbarriers at `barriers` (full, then empty, 8 bytes per stage each), so the
+  // compute warpgroups meet no CTA barrier per step. `threads` counts them; the products and the
+  // accumulators use compute_threads; setmaxnreg moves registers to the compute warpgroups.
+  bool producer = false;
+  int compute_threads = 0;
+  int barriers = 0;
+  int producer_registers = 0, compute_registers = 0;
   int smem_align = 1;
   int shared_bytes = 0;
   int min_ctas_per_sm = 1;
@@ -70,6 +83,10 @@ struct BackwardPlan {
   // kernel instead.
   bool fused_dq = false;
   std::string fused_dq_note;  // why not, when fused_dq is false
+  // Why the dK/dV kernel has no producer warpgroup (BackwardPass::producer), when it has none:
+  // FLASHJIT_BWD_PRODUCER on, wgmma with two warpgroups holding keys of their own, head dims 64 or
+  // 128, ptxas (setmaxnreg), and shared memory for one CTA per SM only.
+  std::string kv_producer_note;
   int d_qk_pad = 0, d_v_pad = 0;
   int k_steps_qk = 0, k_steps_v = 0;  // 16-wide k-steps of d_qk and of d_v
 

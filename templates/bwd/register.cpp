@@ -18,7 +18,8 @@ class BackwardKernelPlan final : public KernelPlan {
     return {std::string("attention_bwd@") + kBackwardVersion};
   }
   std::string variant() const override {
-    return std::string(p_.kv.wgmma ? "wgmma" : "mma.sync") + "/" + (p_.q.wgmma ? "wgmma" : "mma.sync");
+    return std::string(p_.kv.wgmma ? "wgmma" : "mma.sync") + (p_.kv.producer ? "+producer" : "") + "/" +
+           (p_.q.wgmma ? "wgmma" : "mma.sync");
   }
   std::string describe() const override { return p_.describe(); }
   // The main entry is the dK/dV kernel; the runtime finds the others by backward_entries().

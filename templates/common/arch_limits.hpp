@@ -38,4 +38,14 @@ inline int ctas_per_sm(const std::string& arch, int shared_bytes, int threads, i
   return 1;
 }
 
+// setmaxnreg's split (PTX ISA §9.7.17.1) of a one-CTA-per-SM launch of `compute_threads` plus a
+// producer warpgroup of 128: what the launch's allocation (64K / threads, in steps of 8) leaves each
+// producer thread once each compute thread has `compute_registers`; 0 when that is under
+// setmaxnreg's minimum of 24.
+inline int producer_registers(int compute_threads, int compute_registers) {
+  const int threads = compute_threads + 128;
+  const int left = (65536 / threads / 8 * 8 * threads - compute_registers * compute_threads) / 128 / 8 * 8;
+  return left >= 24 ? left : 0;
+}
+
 }  // namespace flashjit

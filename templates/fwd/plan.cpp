@@ -53,12 +53,10 @@ ForwardSmem layout_smem(const TileConfig& c, int d_qk_pad, int d_v_pad) {
 // the launch's allocation leaves: 384 × 168 − 256 × 232 = 128 × 40. FlashAttention-3's 240 would
 // leave the producer 24; not tried.
 void split_registers(ForwardPlan& p) {
-  const int launch = 65536 / p.threads / 8 * 8;
   p.compute_registers = 232;
-  p.producer_registers = (launch * p.threads - p.compute_registers * p.compute_threads) / 128 / 8 * 8;
-  if (p.producer_registers < 24)
-    throw Error(ErrorKind::internal, "internal error: " + std::to_string(p.threads) + " threads leave the producer " +
-                                         std::to_string(p.producer_registers) + " registers, under setmaxnreg's 24");
+  p.producer_registers = producer_registers(p.compute_threads, p.compute_registers);
+  if (!p.producer_registers)
+    throw Error(ErrorKind::internal, "internal error: " + std::to_string(p.threads) + " threads leave the producer fewer registers than setmaxnreg's 24");
 }
 
 }  // namespace

@@ -20,9 +20,12 @@ TEST_CASE("tuning keys: the backward's key is the forward's spec hash prefixed w
   const autotune::TuningKey fwd = rt::tuning_key(*a, shape), bwd = rt::tuning_key(*a, shape, true);
   CHECK(fwd.spec_hash == a->spec_hash);
   CHECK(fwd.str() == a->spec_hash + "/sq1024_skv1024_bh16_d64x64");
-  // FLASHJIT_BWD_WARPGROUPS (on by default) files its tunings apart from those made with it off.
+  // FLASHJIT_BWD_WARPGROUPS and FLASHJIT_BWD_PRODUCER (on by default) file their tunings apart from
+  // those made with them off.
   const bool warpgroups = knob::get("FLASHJIT_BWD_WARPGROUPS") == "on";
-  CHECK(bwd.spec_hash == find_template("attention_bwd").version + (warpgroups ? "+wg-" : "-") + a->spec_hash);
+  const bool producer = knob::get("FLASHJIT_BWD_PRODUCER") == "on";
+  CHECK(bwd.spec_hash == find_template("attention_bwd").version + (warpgroups ? "+wg" : "") + (producer ? "+prod" : "") +
+                             "-" + a->spec_hash);
   CHECK_THAT(bwd.spec_hash, Catch::StartsWith("bwd-"));
   CHECK(bwd.bucket == fwd.bucket);
   CHECK_FALSE(bwd == fwd);
