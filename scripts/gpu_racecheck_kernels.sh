@@ -5,7 +5,8 @@
 # warps) at d=128 causal, with a document mask (block map) and at d=256 causal, and the backward:
 # at d=128 (the dK/dV kernel's producer warpgroup and its mbarrier ring; causal with GQA 4:1, so the
 # ring runs across query heads, and a document mask, whose walk is a list) and at d=256 causal (dK
-# and dV on two warpgroups, dQ on two warpgroups). Each run also checks its result
+# and dV on two warpgroups, also fed by the producer, P handed over through two buffers; dQ on two
+# warpgroups). Each run also checks its result
 # against the fp64 reference. Logs in $OUT/racecheck-kernels.txt; a table is printed last.
 set -u
 source scripts/gpu_env.sh

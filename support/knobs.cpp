@@ -34,7 +34,7 @@ namespace flashjit::knob {
   X("FLASHJIT_BWD_WARPGROUPS", "enum", "on", "on|off",                                                \
     "on: backward tile configs of 64 keys on 8 warps (wgmma, d_qk + d_v > 256) give dV to one warpgroup and dK to the other in one dK/dV launch, and the heuristic takes them there; off: those configs are refused and such head dims take two dK/dV launches") \
   X("FLASHJIT_BWD_PRODUCER", "enum", "on", "on|off",                                                  \
-    "on: the backward's dK/dV kernel (wgmma, 8 warps, head dims 64 or 128, one CTA per SM, ptxas) gets a producer warpgroup that feeds Q, dO, LSE and D through an mbarrier ring; off: every thread copies and the warps meet at CTA barriers each step") \
+    "on: the backward's dK/dV kernel (wgmma, 8 warps, head dims 64 or 128 or both 256, one CTA per SM, ptxas) gets a producer warpgroup that feeds Q, dO, LSE and D through an mbarrier ring; off: every thread copies and the warps meet at CTA barriers each step") \
   X("FLASHJIT_SCRATCH_KEEP", "size", "256MiB", "",                                                   \
     "device memory the launch scratch pool (split-KV partials, block maps, backward workspace) keeps between calls; 0 returns it at every synchronisation")
 

@@ -246,7 +246,11 @@ void BackwardKernel::tile_step(Value* j, Value* entry) {
   Value* first = B.CreateMul(walk_->tile(e_, j, entry), e_.c32(P_.cols));
   if (side_ == Side::keys)
     stats_ = B.CreateAdd(B.CreateAdd(smem_, e_.c32(P_.stats)), B.CreateMul(stage, e_.c32(P_.stats_stage)));
-  if (P_.roles > 1) return out_.dv ? step_dv(first, entry, str_qk, str_v) : step_dk(str_qk, str_v);
+  if (P_.roles > 1) {
+    if (P_.p_buffers() > 1)
+      p_buffer_ = B.CreateMul(B.CreateAnd(pipe_step(j), e_.c32(1)), e_.c32(P_.rows * P_.cols * 4));
+    return out_.dv ? step_dv(first, entry, str_qk, str_v) : step_dk(str_qk, str_v);
+  }
   RegTile grad;
   if (plan_.spec->score) grad = tile::zero_tile(e_, P_.m_tiles, NT);
   const bool early = P_.dp_early && (out_.dk || out_.dq);  // a launch for dV alone has no dP

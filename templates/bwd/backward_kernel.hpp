@@ -114,6 +114,7 @@ class BackwardKernel {
   Value* step0_ = nullptr;         // producer: pipeline steps of the heads walked before this one
   llvm::AllocaInst* steps_ = nullptr;
   Value* ds_buffer_ = nullptr;     // this step's dSᵀ buffer (BackwardPass::ds_buffers > 1)
+  Value* p_buffer_ = nullptr;      // byte offset of this step's P buffer (BackwardPass::p_buffers() > 1)
 };
 
 }  // namespace flashjit::bwd

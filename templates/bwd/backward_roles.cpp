@@ -42,6 +42,7 @@ Value* BackwardKernel::shared_p(int mt, int nt, int i) {
   const int k = (mt * NT + nt) * 4 + i;
   Value* word = B.CreateAdd(e_.c32(k * 128), B.CreateAnd(tid_, e_.c32(127)));
   Value* addr = B.CreateAdd(B.CreateAdd(smem_, e_.c32(P_.p_share)), B.CreateShl(word, 2));
+  if (p_buffer_) addr = B.CreateAdd(addr, p_buffer_);
   return B.CreateIntToPtr(addr, llvm::PointerType::get(e_.ctx, 3));
 }
 
@@ -60,8 +61,10 @@ void BackwardKernel::step_dv(Value* first, Value* entry, const SmemTile& str_qk,
         B.CreateAlignedStore(x, shared_p(mt, nt, i), llvm::Align(4));
       }
   // The second warpgroup reads P after this barrier; it has read this tile's P before the walk's
-  // CTA barrier that ends the step, which this warpgroup passes before it writes the next.
-  tile::sync_named(e_, kPShared, P_.threads);
+  // CTA barrier that ends the step, which this warpgroup passes before it writes the next. With a
+  // producer there is no such barrier: P alternates between two buffers, and this warpgroup
+  // rewrites one only after the next step's barrier here, which the other reaches once it has read it.
+  tile::sync_named(e_, kPShared, P_.compute_threads);
   RegTile acc = acc_a_.load(e_);  // dV += Pᵀ dO
   tc_a_->mma_pv(e_, acc, p, str_v);
   acc_a_.store(e_, acc);
@@ -70,7 +73,7 @@ void BackwardKernel::step_dv(Value* first, Value* entry, const SmemTile& str_qk,
 void BackwardKernel::step_dk(const SmemTile& str_qk, const SmemTile& str_v) {
   auto& B = e_.b;
   RegTile dp = tc_b_->mma_abt_async(e_, str_v);  // dP = V dOᵀ
-  tile::sync_named(e_, kPShared, P_.threads);
+  tile::sync_named(e_, kPShared, P_.compute_threads);
   RegTile p = tile::zero_tile(e_, P_.m_tiles, NT);
   for (int mt = 0; mt < P_.m_tiles; ++mt)
     for (int nt = 0; nt < NT; ++nt)

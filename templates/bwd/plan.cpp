@@ -41,7 +41,7 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
   int total = p.stats + p.stages * p.stats_stage;
   if (p.roles > 1) {
     p.p_share = (total + 15) / 16 * 16;
-    total = p.p_share + p.rows * p.cols * 4;
+    total = p.p_share + p.p_buffers() * p.rows * p.cols * 4;
   }
   if (with_dq) {
     p.ds = (total + 1023) / 1024 * 1024;  // a wgmma operand: 1024-byte aligned
@@ -62,15 +62,15 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
   // S and dP per streamed tile; with dP in flight under S's softmax, dP, S, P and the score's
   // derivative are live at once there: two tiles more with a score modifier, one without.
   const int tiles = 2 + (p.dp_early ? 1 + (plan.spec->score ? 1 : 0) : 0);
-  const int accumulators = p.rows * (acc_cols + tiles * p.cols) / (p.compute_threads / p.roles);
+  p.accumulators = p.rows * (acc_cols + tiles * p.cols) / (p.compute_threads / p.roles);
   // The forward's margins (templates/common/arch_limits.hpp) over the accumulators.
-  const int need = accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
+  const int need = p.accumulators + (p.wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
   p.min_ctas_per_sm = ctas_per_sm(arch, p.shared_bytes, p.threads, need);
   if (p.producer) {
     // One CTA per SM (backward_producer_blocker): the launch's 168 registers per thread of 384,
     // 240 of them to each compute thread (FlashAttention-3's split), what is left to the producer.
     p.threads += 128;
-    p.compute_registers = 240;
+    p.compute_registers = kBackwardComputeRegisters;
     p.producer_registers = producer_registers(p.compute_threads, p.compute_registers);
     if (!p.producer_registers)
       throw Error(ErrorKind::internal, "internal error: " + std::to_string(p.threads) + " threads leave the producer fewer registers than setmaxnreg's 24");
@@ -78,15 +78,23 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
   }
 }
 
-// Why the dK/dV kernel has no producer warpgroup, or nothing (`p` laid out without one).
+// Why the dK/dV kernel has no producer warpgroup, or nothing (`p` laid out without one). The margin
+// over the accumulators is the one the heuristic's d = 128 kernel has: 192 of them in 240 registers,
+// assembled without spills.
 std::optional<std::string> backward_producer_blocker(const BackwardPlan& p) {
   const AttentionSpec& s = p.attention();
   if (!p.target.backward_producer) return "FLASHJIT_BWD_PRODUCER=off";
-  if (!p.kv.wgmma || p.kv.warps != 8 || p.kv.roles != 1)
-    return "it needs wgmma and two warpgroups with keys of their own (num_warps 8, block_n 128)";
+  if (!p.kv.wgmma || p.kv.warps != 8)
+    return "it needs wgmma and two compute warpgroups (num_warps 8: block_n 128, or 64 with dK and dV by warpgroup)";
   if (p.split_kv) return "dK and dV take two launches at this head dim";
-  if ((s.head_dim_qk != 64 && s.head_dim_qk != 128) || (s.head_dim_v != 64 && s.head_dim_v != 128))
-    return "head dims must be 64 or 128 (whole 64-column panels, as the forward's producer needs)";
+  const bool whole_panels = (s.head_dim_qk == 64 || s.head_dim_qk == 128) && (s.head_dim_v == 64 || s.head_dim_v == 128);
+  if (!whole_panels && !(s.head_dim_qk == 256 && s.head_dim_v == 256))
+    return "head dims must be 64 or 128, or both 256 (the ones whose producer copies fit its 24 registers under "
+           "ptxas 13: 256/192 spilled)";
+  if (p.kv.accumulators + kProducerRegisterMargin > kBackwardComputeRegisters)
+    return std::to_string(p.kv.accumulators) + " accumulator registers per compute thread leave fewer than " +
+           std::to_string(kProducerRegisterMargin) + " of the " + std::to_string(kBackwardComputeRegisters) +
+           " setmaxnreg gives them (128-query tiles at d = 128 spilled 400 bytes)";
   if (!p.target.moves_registers)
     return "the compute warpgroups need the 240 registers setmaxnreg gives them, and the driver's JIT ignores "
            "setmaxnreg (FLASHJIT_PTXAS=driver, or no ptxas found)";
@@ -232,8 +240,18 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   layout_kv();
   p.kv_producer_note = backward_producer_blocker(p).value_or("");
   if (p.kv_producer_note.empty()) {
+    const BackwardPass without = p.kv;
+    const std::string dq_note = p.fused_dq_note;
+    const bool fused = p.fused_dq;
     p.kv.producer = true;
-    layout_kv();
+    try {
+      layout_kv();
+    } catch (const Error& e) {  // its mbarriers and second hand-over buffer
+      p.kv = without;
+      p.fused_dq = fused;
+      p.fused_dq_note = dq_note;
+      p.kv_producer_note = std::string("no room for its mbarriers and second P buffer: ") + e.what();
+    }
   }
 
   const int d = std::max(s.head_dim_qk, s.head_dim_v);

@@ -39,8 +39,11 @@ struct BackwardPass {
   // still read, with no barrier per step for it (one barrier per step publishes dSᵀ).
   int ds_buffers = 1;
   // BackwardPlan::warpgroup_split: P (times the score's derivative) of the tile in fp32, from the
-  // warpgroup that computes it to the one that forms dS, rows × cols in each thread's order.
+  // warpgroup that computes it to the one that forms dS, rows × cols in each thread's order; two
+  // buffers that the steps alternate between with a producer (its named barrier then orders each
+  // buffer's reuse two steps on, where the CTA barrier that ends a step orders it without one).
   int p_share = 0;
+  int p_buffers() const { return producer ? 2 : 1; }
   // dP = dO Vᵀ issued with S, before S's softmax, and waited for after it (FlashAttention-3 §3.2's
   // intra-warpgroup overlap, applied to the backward's two independent products): the tensor cores
   // work under the softmax, at the cost of dP's registers held across it.
@@ -54,6 +57,7 @@ struct BackwardPass {
   int compute_threads = 0;
   int barriers = 0;
   int producer_registers = 0, compute_registers = 0;
+  int accumulators = 0;  // fp32 registers per compute thread for the outputs, S and dP (estimated)
   int smem_align = 1;
   int shared_bytes = 0;
   int min_ctas_per_sm = 1;
@@ -84,8 +88,8 @@ struct BackwardPlan {
   bool fused_dq = false;
   std::string fused_dq_note;  // why not, when fused_dq is false
   // Why the dK/dV kernel has no producer warpgroup (BackwardPass::producer), when it has none:
-  // FLASHJIT_BWD_PRODUCER on, wgmma with two warpgroups holding keys of their own, head dims 64 or
-  // 128, ptxas (setmaxnreg), and shared memory for one CTA per SM only.
+  // FLASHJIT_BWD_PRODUCER on, wgmma on 8 warps (keys of their own, or dK and dV by warpgroup), whole
+  // 64-column panels, ptxas (setmaxnreg), and shared memory for one CTA per SM only.
   std::string kv_producer_note;
   int d_qk_pad = 0, d_v_pad = 0;
   int k_steps_qk = 0, k_steps_v = 0;  // 16-wide k-steps of d_qk and of d_v
@@ -93,6 +97,11 @@ struct BackwardPlan {
   const AttentionSpec& attention() const { return spec->spec; }
   std::string describe() const;
 };
+
+// setmaxnreg's registers for the dK/dV kernel's compute threads with a producer (FlashAttention-3's
+// split: 384 × 168 = 256 × 240 + 128 × 24), and what they must leave beyond the accumulators.
+inline constexpr int kBackwardComputeRegisters = 240;
+inline constexpr int kProducerRegisterMargin = 48;
 
 // Rows of D = rowsum(dO ∘ O) one pre-pass CTA computes (4 warps, 4 rows each).
 inline constexpr int kPrepRows = 16;

@@ -2,6 +2,7 @@
 // FLASHJIT_BWD_PRODUCER=on): the plan, where it is refused and why, and the PTX's hand-over.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <regex>
 
 #include "compiler/pipeline.hpp"
@@ -27,6 +28,11 @@ std::string entry_body(const std::string& ptx, const std::string& name) {
   REQUIRE(at != std::string::npos);
   const size_t next = ptx.find(".entry ", at + 1);
   return ptx.substr(at, next == std::string::npos ? std::string::npos : next - at);
+}
+
+AttentionSpec with_score(AttentionSpec s, const char* score) {
+  s.score = score;
+  return s;
 }
 
 size_t count(const std::string& text, const std::regex& re) {
@@ -77,7 +83,6 @@ TEST_CASE("backward producer: refused where it does not apply, saying why", "[pi
   };
   const AttentionSpec d128 = test::make(DType::bf16, 128, "causal");
   CHECK(note(d128, {64, 128, 8, 2}, producer()).empty());
-  CHECK(note(d128, {128, 128, 8, 1}, producer()).empty());
   CHECK_THAT(note(d128, {32, 128, 8, 1}, producer()), Catch::Contains("more than one CTA"));
   CHECK_THAT(note(d128, {32, 64, 4, 2}, producer()), Catch::Contains("num_warps 8"));
   CHECK_THAT(note(d128, {64, 128, 8, 2}, producer("sm_80")), Catch::Contains("wgmma"));
@@ -88,6 +93,7 @@ TEST_CASE("backward producer: refused where it does not apply, saying why", "[pi
   driver.moves_registers = false;
   CHECK_THAT(note(d128, {64, 128, 8, 2}, driver), Catch::Contains("setmaxnreg"));
   CHECK_THAT(note(test::make(DType::bf16, 96, "causal"), {32, 128, 8, 2}, producer()), Catch::Contains("64 or 128"));
+  CHECK_THAT(note(d128, {128, 128, 8, 1}, producer()), Catch::Contains("accumulator registers"));
   // Two launches for dK and dV at d = 256 (no two-warpgroup split on this target).
   CHECK_THAT(note(test::make(DType::bf16, 256, "causal"), {32, 128, 8, 1}, producer()),
              Catch::Contains("two launches"));
@@ -119,4 +125,65 @@ TEST_CASE("backward producer: the dK/dV kernels hand stages over by mbarriers, n
   CHECK(std::regex_search(entry_body(k.ptx, k.entry), std::regex(R"(bar(rier)?\.sync(\.aligned)?\s+3,\s*256;)")));
   // The dQ kernel keeps its CTA-wide pipeline.
   CHECK_THAT(entry_body(k.ptx, k.entry + "_dq"), !Catch::Contains("setmaxnreg"));
+}
+
+TEST_CASE("backward producer: with dK and dV by warpgroup, P alternates between two buffers", "[pipeline][backward]") {
+  Target t = producer();
+  t.backward_warpgroups = true;
+  const BackwardPlan p = plan_backward(analyze_spec(test::make(DType::bf16, 256, "causal")), {32, 64, 8, 2}, t);
+  INFO(p.describe());
+  CHECK(p.warpgroup_split);
+  CHECK(p.kv.producer);
+  CHECK(p.kv.threads == 384);
+  CHECK(p.kv.p_buffers() == 2);
+  CHECK(p.kv.p_share + 2 * 64 * 32 * 4 <= p.kv.barriers);
+  CHECK(p.kv.barriers + 16 * p.kv.stages + kWgmmaAlignSlack <= p.kv.shared_bytes);
+  t.backward_producer = false;
+  const BackwardPlan off = plan_backward(analyze_spec(test::make(DType::bf16, 256, "causal")), {32, 64, 8, 2}, t);
+  CHECK(off.kv.p_buffers() == 1);
+  CHECK(off.kv.threads == 256);
+  // Partial 64-column panels keep the CTA-wide pipeline.
+  t.backward_producer = true;
+  CHECK_THAT(plan_backward(analyze_spec(test::make(DType::bf16, 256, "causal", 192)), {32, 64, 8, 2}, t).kv_producer_note,
+             Catch::Contains("both 256"));
+}
+
+TEST_CASE("backward producer: the dK/dV kernels assemble for sm_90a with no spills", "[codegen][ptxas][backward]") {
+  const std::string ptxas = test::ptxas_path();
+  test::TempDir dir;
+  Target t = producer();
+  t.backward_warpgroups = true;
+  AttentionSpec doc = test::make(DType::bf16, 256, "causal && document(doc)");
+  doc.tensors = {{"doc", ScalarType::i32, {"seq_kv"}}};
+  AttentionSpec doc128 = doc;
+  doc128.head_dim_qk = doc128.head_dim_v = 128;
+  doc128.dtype = DType::f16;
+  const std::vector<std::pair<AttentionSpec, TileConfig>> cases = {
+      {test::make(DType::bf16, 256, "none"), {32, 64, 8, 2}},
+      {test::make(DType::f16, 256, "window(256, 0)"), {32, 64, 8, 2}},
+      {doc, {32, 64, 8, 2}},
+      {with_score(test::make(DType::bf16, 256, "causal"), "30 * tanh(score / 30)"), {32, 64, 8, 2}},
+      {test::make(DType::bf16, 64, "causal"), {128, 128, 8, 3}},
+      {test::make(DType::bf16, 128, "none"), {64, 128, 8, 1}},
+      {doc128, {64, 128, 8, 2}},
+  };
+  for (const auto& [spec, config] : cases) {
+    KernelRequest request;
+    request.template_name = "attention_bwd";
+    request.target = t;
+    request.config = config;
+    const CompiledKernel k = compile_planned(plan_kernel(analyze_spec(spec), request), StageOptions{});
+    INFO(spec.canonical() << " " << k.description);
+    CHECK_THAT(k.description, Catch::Contains(" producer"));
+    CHECK(count(entry_body(k.ptx, k.entry), std::regex(R"(\sbar(rier)?\.sync(\.aligned)?\s+0;)")) == 1);
+    if (ptxas.empty()) continue;
+    const std::string path = dir.path + "/" + k.key + ".ptx";
+    std::ofstream(path) << k.ptx;
+    auto r = test::run_command("'" + ptxas + "' -v -arch=sm_90a -o " + path + ".cubin " + path);
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK_FALSE(std::regex_search(r.output, std::regex(R"([1-9][0-9]* bytes spill)")));
+    CHECK_THAT(r.output, !Catch::Contains("serialized"));
+  }
+  if (ptxas.empty()) SKIP_TEST("ptxas not found: the PTX was checked but not assembled");
 }
