@@ -2,6 +2,7 @@
 #include "tests/codegen_matrix.hpp"
 
 #include <filesystem>
+#include <fstream>
 
 #include "tests/support.hpp"
 
@@ -21,6 +22,12 @@ std::string ptxas_path() {
     if (std::filesystem::exists(p)) return p;
   auto c = run_command("command -v ptxas");
   return c.code == 0 ? c.output.substr(0, c.output.find('\n')) : "";
+}
+
+Command assemble(const std::string& ptxas, const std::string& dir, const CompiledKernel& k) {
+  const std::string path = dir + "/" + k.key + ".ptx";
+  std::ofstream(path) << k.ptx;
+  return run_command("'" + ptxas + "' -v -arch=" + k.arch + " -o " + path + ".cubin " + path);
 }
 
 // The codegen matrix: every mask and score at d=128 in fp16 and bf16, and causal, document

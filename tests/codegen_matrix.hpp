@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "flashjit/flashjit.hpp"
+#include "tests/support.hpp"
 
 namespace flashjit::test {
 
@@ -12,6 +13,9 @@ AttentionSpec make(DType dt, int d, const std::string& mask, int dv = 0);
 
 // The ptxas found on this machine, or "" (then the tests check only that PTX was produced).
 std::string ptxas_path();
+
+// `ptxas -v` of k's PTX for k's arch, the PTX and cubin written under `dir`: exit code and report.
+Command assemble(const std::string& ptxas, const std::string& dir, const CompiledKernel& k);
 
 // Every mask and score at d=128 in fp16 and bf16, and causal, document and softcap at every head
 // dim (bf16), including d_qk ≠ d_v.

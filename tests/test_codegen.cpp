@@ -228,9 +228,7 @@ TEST_CASE("codegen: the matrix of masks, scores and head dims assembles with ten
         CHECK_THAT(k.ptx, Catch::Contains("mma.sync.aligned.m16n8k16") && Catch::Contains("ldmatrix.sync.aligned") &&
                               Catch::Contains("cp.async.cg.shared.global"));
       if (ptxas.empty()) continue;
-      std::string path = dir.path + "/" + k.key + ".ptx";
-      std::ofstream(path) << k.ptx;
-      auto r = test::run_command("'" + ptxas + "' -v -arch=" + k.arch + " -o " + path + ".cubin " + path);
+      auto r = test::assemble(ptxas, dir.path, k);
       INFO(r.output);
       CHECK(r.code == 0);
       // Every entry (the forward kernel and, for tensor masks, its block-map pre-pass) is spill-free,

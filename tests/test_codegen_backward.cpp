@@ -3,7 +3,6 @@
 // configs that break a limit are rejected naming it.
 #include <catch2/catch.hpp>
 
-#include <fstream>
 #include <regex>
 
 #include "tests/codegen_matrix.hpp"
@@ -36,9 +35,7 @@ TEST_CASE("codegen backward: the matrix assembles for sm_90a and sm_80 with no s
         CHECK_THAT(k.ptx, Catch::Contains(".entry " + k.entry + "_kv(") && Catch::Contains(".entry " + k.entry + "_dqc("));
       CHECK_FALSE(std::regex_search(k.ptx, std::regex(R"(\s(atom|red)\.)")));
       if (ptxas.empty()) continue;
-      std::string path = dir.path + "/" + k.key + ".ptx";
-      std::ofstream(path) << k.ptx;
-      auto r = test::run_command("'" + ptxas + "' -v -arch=" + k.arch + " -o " + path + ".cubin " + path);
+      auto r = test::assemble(ptxas, dir.path, k);
       INFO(r.output);
       CHECK(r.code == 0);
       CHECK_FALSE(std::regex_search(r.output, std::regex(R"([1-9][0-9]* bytes spill)")));

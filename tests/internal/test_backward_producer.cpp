@@ -2,7 +2,6 @@
 // FLASHJIT_BWD_PRODUCER=on): the plan, where it is refused and why, and the PTX's hand-over.
 #include <catch2/catch.hpp>
 
-#include <fstream>
 #include <regex>
 
 #include "compiler/pipeline.hpp"
@@ -177,9 +176,7 @@ TEST_CASE("backward producer: the dK/dV kernels assemble for sm_90a with no spil
     CHECK_THAT(k.description, Catch::Contains(" producer"));
     CHECK(count(entry_body(k.ptx, k.entry), std::regex(R"(\sbar(rier)?\.sync(\.aligned)?\s+0;)")) == 1);
     if (ptxas.empty()) continue;
-    const std::string path = dir.path + "/" + k.key + ".ptx";
-    std::ofstream(path) << k.ptx;
-    auto r = test::run_command("'" + ptxas + "' -v -arch=sm_90a -o " + path + ".cubin " + path);
+    auto r = test::assemble(ptxas, dir.path, k);
     INFO(r.output);
     CHECK(r.code == 0);
     CHECK_FALSE(std::regex_search(r.output, std::regex(R"([1-9][0-9]* bytes spill)")));

@@ -3,7 +3,6 @@
 // knob, and its PTX under ptxas.
 #include <catch2/catch.hpp>
 
-#include <fstream>
 #include <optional>
 #include <regex>
 
@@ -121,9 +120,7 @@ TEST_CASE("backward warpgroups: the dK/dV kernel assembles for sm_90a with no sp
     CHECK_THAT(k.ptx, !Catch::Contains(".entry " + k.entry + "_dv("));
     CHECK(std::regex_search(k.ptx, std::regex(R"(bar(rier)?\.sync(\.aligned)?\s+1,\s*256;)")));
     if (ptxas.empty()) continue;
-    const std::string path = dir.path + "/" + k.key + ".ptx";
-    std::ofstream(path) << k.ptx;
-    auto r = test::run_command("'" + ptxas + "' -v -arch=sm_90a -o " + path + ".cubin " + path);
+    auto r = test::assemble(ptxas, dir.path, k);
     INFO(r.output);
     CHECK(r.code == 0);
     CHECK_FALSE(std::regex_search(r.output, std::regex(R"([1-9][0-9]* bytes spill)")));
