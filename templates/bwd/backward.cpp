@@ -98,8 +98,8 @@ void BackwardKernel::issue(Value* j, Value* entry, bool once) {
   // With a producer warpgroup only it copies: its 128 threads share the rows.
   const int threads = PRODUCER ? 128 : P_.threads;
   Value* tid = PRODUCER ? B.CreateSub(tid_, e_.c32(P_.compute_threads)) : tid_;
-  tile::copy_rows(e_, stage_tile(P_.str_qk, P_.str_qk_stage, stage), {str_qk_base_, strides_[t_qk][1], first, seq_cols_},
-                  spec_.head_dim_qk, threads, tid, once);
+  tile::copy_rows(e_, stage_tile(P_.str_qk, P_.str_qk_stage, stage),
+                  {str_qk_base_, strides_[t_qk][1], first, seq_cols_}, spec_.head_dim_qk, threads, tid, once);
   tile::copy_rows(e_, stage_tile(P_.str_v, P_.str_v_stage, stage), {str_v_base_, strides_[t_v][1], first, seq_cols_},
                   spec_.head_dim_v, threads, tid, once);
   if (side_ != Side::keys) return;
@@ -367,8 +367,8 @@ void BackwardKernel::run() {
   Value* res_qk_src = keys ? base(arg(kParamK), 1, head_kv_) : base(arg(kParamQ), 0, head_);
   Value* res_v_src = keys ? base(arg(kParamV), 2, head_kv_) : base(bwd(kBwdDo), 4, head_);
   auto load_resident = [&] {
-    tile::copy_rows(e_, res_qk, {res_qk_src, strides_[keys ? 1 : 0][1], row0_, seq_rows_}, d_qk, P_.compute_threads, tid_,
-                    true);
+    tile::copy_rows(e_, res_qk, {res_qk_src, strides_[keys ? 1 : 0][1], row0_, seq_rows_}, d_qk, P_.compute_threads,
+                    tid_, true);
     tile::copy_rows(e_, res_v, {res_v_src, strides_[keys ? 2 : 4][1], row0_, seq_rows_}, d_v, P_.compute_threads, tid_,
                     true);
     tile::cp_async_commit(e_);

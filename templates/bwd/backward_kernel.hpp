@@ -109,12 +109,12 @@ class BackwardKernel {
   std::vector<llvm::AllocaInst*> lse_vars_, delta_vars_;
   Value* stats_ = nullptr;  // the dK/dV kernel: this stage's LSE and D in shared memory
   Value* batch_head_ = nullptr;  // batch · heads_q + the query head start_head was called for
-  const bool PRODUCER;             // BackwardPass::producer (the keys side)
-  Value* bars_ = nullptr;          // producer: the stage mbarriers' shared address
-  Value* step0_ = nullptr;         // producer: pipeline steps of the heads walked before this one
+  const bool PRODUCER;           // BackwardPass::producer (the keys side)
+  Value* bars_ = nullptr;        // producer: the stage mbarriers' shared address
+  Value* step0_ = nullptr;       // producer: pipeline steps of the heads walked before this one
   llvm::AllocaInst* steps_ = nullptr;
-  Value* ds_buffer_ = nullptr;     // this step's dSᵀ buffer (BackwardPass::ds_buffers > 1)
-  Value* p_buffer_ = nullptr;      // byte offset of this step's P buffer (BackwardPass::p_buffers() > 1)
+  Value* ds_buffer_ = nullptr;  // this step's dSᵀ buffer (BackwardPass::ds_buffers > 1)
+  Value* p_buffer_ = nullptr;   // byte offset of this step's P buffer (BackwardPass::p_buffers() > 1)
 };
 
 }  // namespace flashjit::bwd

@@ -22,7 +22,7 @@ void BackwardKernel::start_producer(Value* first_head) {
   bars_ = B.CreateAdd(smem_, e_.c32(P_.barriers));
   e_.when(B.CreateICmpEQ(tid_, e_.c32(0)), "init_bars", [&] {
     for (int s = 0; s < P_.stages; ++s) {
-      tile::mbarrier_init(e_, full_bar(e_.c32(s)), 128);        // one cp.async arrival per producer thread
+      tile::mbarrier_init(e_, full_bar(e_.c32(s)), 128);                  // one cp.async arrival per producer thread
       tile::mbarrier_init(e_, empty_bar(e_.c32(s)), P_.compute_threads);  // one per compute thread
     }
   });
@@ -52,9 +52,8 @@ void BackwardKernel::produce() {
     Value* step = pipe_step(j);
     Value* stage = B.CreateURem(step, e_.c32(S));
     Value* round = B.CreateUDiv(step, e_.c32(S));
-    e_.when(B.CreateICmpUGE(step, e_.c32(S)), "refill", [&] {
-      tile::mbarrier_wait(e_, empty_bar(stage), B.CreateAnd(B.CreateAdd(round, e_.c32(1)), e_.c32(1)));
-    });
+    e_.when(B.CreateICmpUGE(step, e_.c32(S)), "refill",
+            [&] { tile::mbarrier_wait(e_, empty_bar(stage), B.CreateAnd(B.CreateAdd(round, e_.c32(1)), e_.c32(1))); });
     const TileWalk::Step now = walk_->begin_step(e_, j);
     issue(j, walk_->entry(e_, j, 0, now.now), /*once=*/false);
     tile::cp_async_mbarrier_arrive(e_, full_bar(stage));

@@ -73,7 +73,8 @@ void layout(BackwardPass& p, const BackwardPlan& plan, int acc_cols, bool with_s
     p.compute_registers = kBackwardComputeRegisters;
     p.producer_registers = producer_registers(p.compute_threads, p.compute_registers);
     if (!p.producer_registers)
-      throw Error(ErrorKind::internal, "internal error: " + std::to_string(p.threads) + " threads leave the producer fewer registers than setmaxnreg's 24");
+      throw Error(ErrorKind::internal, "internal error: " + std::to_string(p.threads) +
+                                           " threads leave the producer fewer registers than setmaxnreg's 24");
     p.min_ctas_per_sm = 1;
   }
 }
@@ -87,7 +88,8 @@ std::optional<std::string> backward_producer_blocker(const BackwardPlan& p) {
   if (!p.kv.wgmma || p.kv.warps != 8)
     return "it needs wgmma and two compute warpgroups (num_warps 8: block_n 128, or 64 with dK and dV by warpgroup)";
   if (p.split_kv) return "dK and dV take two launches at this head dim";
-  const bool whole_panels = (s.head_dim_qk == 64 || s.head_dim_qk == 128) && (s.head_dim_v == 64 || s.head_dim_v == 128);
+  const bool whole_panels =
+      (s.head_dim_qk == 64 || s.head_dim_qk == 128) && (s.head_dim_v == 64 || s.head_dim_v == 128);
   if (!whole_panels && !(s.head_dim_qk == 256 && s.head_dim_v == 256))
     return "head dims must be 64 or 128, or both 256 (the ones whose producer copies fit its 24 registers under "
            "ptxas 13: 256/192 spilled)";
@@ -304,10 +306,10 @@ std::string BackwardPlan::describe() const {
   o << " mask=" << (spec->mask ? s.mask : "none");
   if (spec->score) o << " score=" << s.score;
   o << " " << config.str() << (split_kv ? " dK,dV split" : "") << (warpgroup_split ? " dK,dV by warpgroup" : "")
-    << (fused_dq ? " dQ fused" : "")
-    << (kv.dp_early ? " dP early" : "") << (kv.producer ? " producer" : "") << (kv.ds_buffers > 1 ? " dS x2" : "") << " dkdv: threads=" << kv.threads
-    << " smem=" << kv.shared_bytes << "B; dq: " << q.rows << "x" << q.cols << " s" << q.stages
-    << (q.wgmma ? " wgmma" : " mma16816") << " smem=" << q.shared_bytes << "B";
+    << (fused_dq ? " dQ fused" : "") << (kv.dp_early ? " dP early" : "") << (kv.producer ? " producer" : "")
+    << (kv.ds_buffers > 1 ? " dS x2" : "") << " dkdv: threads=" << kv.threads << " smem=" << kv.shared_bytes
+    << "B; dq: " << q.rows << "x" << q.cols << " s" << q.stages << (q.wgmma ? " wgmma" : " mma16816")
+    << " smem=" << q.shared_bytes << "B";
   return o.str();
 }
 

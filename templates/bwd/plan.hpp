@@ -88,8 +88,9 @@ struct BackwardPlan {
   bool fused_dq = false;
   std::string fused_dq_note;  // why not, when fused_dq is false
   // Why the dK/dV kernel has no producer warpgroup (BackwardPass::producer), when it has none:
-  // FLASHJIT_BWD_PRODUCER on, wgmma on 8 warps (keys of their own, or dK and dV by warpgroup), whole
-  // 64-column panels, ptxas (setmaxnreg), and shared memory for one CTA per SM only.
+  // FLASHJIT_BWD_PRODUCER on, wgmma on 8 warps (keys of their own, or dK and dV by warpgroup), head
+  // dims 64 or 128 or both 256, accumulators within 240 − 48 registers, ptxas (setmaxnreg), and
+  // shared memory for one CTA per SM only.
   std::string kv_producer_note;
   int d_qk_pad = 0, d_v_pad = 0;
   int k_steps_qk = 0, k_steps_v = 0;  // 16-wide k-steps of d_qk and of d_v

@@ -56,7 +56,8 @@ void split_registers(ForwardPlan& p) {
   p.compute_registers = 232;
   p.producer_registers = producer_registers(p.compute_threads, p.compute_registers);
   if (!p.producer_registers)
-    throw Error(ErrorKind::internal, "internal error: " + std::to_string(p.threads) + " threads leave the producer fewer registers than setmaxnreg's 24");
+    throw Error(ErrorKind::internal, "internal error: " + std::to_string(p.threads) +
+                                         " threads leave the producer fewer registers than setmaxnreg's 24");
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ size_t count(const std::string& text, const std::regex& re) {
 
 }  // namespace
 
-TEST_CASE("backward producer: d=128 adds a producer warpgroup, its mbarriers and two dS buffers", "[pipeline][backward]") {
+TEST_CASE("backward producer: d=128 adds a producer warpgroup, its mbarriers and two dS buffers",
+          "[pipeline][backward]") {
   const AnalyzedSpecPtr s = analyze_spec(test::make(DType::bf16, 128, "causal"));
   const BackwardPlan p = plan_backward(s, {64, 128, 8, 2}, producer());
   INFO(p.describe());
@@ -97,17 +98,18 @@ TEST_CASE("backward producer: refused where it does not apply, saying why", "[pi
   CHECK_THAT(note(test::make(DType::bf16, 256, "causal"), {32, 128, 8, 1}, producer()),
              Catch::Contains("two launches"));
   // d = 64 in one stage of 32 queries: shared memory for several CTAs per SM.
-  CHECK_THAT(note(test::make(DType::bf16, 64, "none"), {32, 128, 8, 1}, producer()), Catch::Contains("more than one CTA"));
+  CHECK_THAT(note(test::make(DType::bf16, 64, "none"), {32, 128, 8, 1}, producer()),
+             Catch::Contains("more than one CTA"));
 }
 
-TEST_CASE("backward producer: the dK/dV kernels hand stages over by mbarriers, not CTA barriers", "[codegen][backward]") {
+TEST_CASE("backward producer: the dK/dV kernels hand stages over by mbarriers, not CTA barriers",
+          "[codegen][backward]") {
   KernelRequest request;
   request.template_name = "attention_bwd";
   request.target = producer();
   request.config = TileConfig{64, 128, 8, 2};
-  const CompiledKernel k =
-      compile_planned(plan_kernel(analyze_spec(test::make(DType::bf16, 128, "window(1023, 0) && causal")), request),
-                      StageOptions{});
+  const CompiledKernel k = compile_planned(
+      plan_kernel(analyze_spec(test::make(DType::bf16, 128, "window(1023, 0) && causal")), request), StageOptions{});
   INFO(k.description);
   CHECK(k.threads == 384);
   const std::regex cta_barrier(R"(\sbar(rier)?\.sync(\.aligned)?\s+0;)");
@@ -116,7 +118,8 @@ TEST_CASE("backward producer: the dK/dV kernels hand stages over by mbarriers, n
     INFO(name);
     CHECK_THAT(body, Catch::Contains("setmaxnreg.dec.sync.aligned.u32 24;") &&
                          Catch::Contains("setmaxnreg.inc.sync.aligned.u32 240;") &&
-                         Catch::Contains("mbarrier.try_wait.parity") && Catch::Contains("cp.async.mbarrier.arrive.noinc"));
+                         Catch::Contains("mbarrier.try_wait.parity") &&
+                         Catch::Contains("cp.async.mbarrier.arrive.noinc"));
     // One CTA barrier, before the warpgroups part (the mbarriers' initialisation, the resident tiles).
     CHECK(count(body, cta_barrier) == 1);
   }
@@ -143,8 +146,9 @@ TEST_CASE("backward producer: with dK and dV by warpgroup, P alternates between 
   CHECK(off.kv.threads == 256);
   // Partial 64-column panels keep the CTA-wide pipeline.
   t.backward_producer = true;
-  CHECK_THAT(plan_backward(analyze_spec(test::make(DType::bf16, 256, "causal", 192)), {32, 64, 8, 2}, t).kv_producer_note,
-             Catch::Contains("both 256"));
+  CHECK_THAT(
+      plan_backward(analyze_spec(test::make(DType::bf16, 256, "causal", 192)), {32, 64, 8, 2}, t).kv_producer_note,
+      Catch::Contains("both 256"));
 }
 
 TEST_CASE("backward producer: the dK/dV kernels assemble for sm_90a with no spills", "[codegen][ptxas][backward]") {

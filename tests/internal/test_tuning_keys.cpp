@@ -24,8 +24,8 @@ TEST_CASE("tuning keys: the backward's key is the forward's spec hash prefixed w
   // those made with them off.
   const bool warpgroups = knob::get("FLASHJIT_BWD_WARPGROUPS") == "on";
   const bool producer = knob::get("FLASHJIT_BWD_PRODUCER") == "on";
-  CHECK(bwd.spec_hash == find_template("attention_bwd").version + (warpgroups ? "+wg" : "") + (producer ? "+prod" : "") +
-                             "-" + a->spec_hash);
+  CHECK(bwd.spec_hash == find_template("attention_bwd").version + (warpgroups ? "+wg" : "") +
+                             (producer ? "+prod" : "") + "-" + a->spec_hash);
   CHECK_THAT(bwd.spec_hash, Catch::StartsWith("bwd-"));
   CHECK(bwd.bucket == fwd.bucket);
   CHECK_FALSE(bwd == fwd);
