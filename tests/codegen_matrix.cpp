@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "tests/support.hpp"
 
@@ -23,6 +24,13 @@ std::string ptxas_path() {
   auto c = run_command("command -v ptxas");
   return c.code == 0 ? c.output.substr(0, c.output.find('\n')) : "";
 }
+
+AttentionSpec with_score(AttentionSpec s, const char* score) {
+  s.score = score;
+  return s;
+}
+
+bool spills(const std::string& report) { return std::regex_search(report, std::regex(R"([1-9][0-9]* bytes spill)")); }
 
 Command assemble(const std::string& ptxas, const std::string& dir, const CompiledKernel& k) {
   const std::string path = dir + "/" + k.key + ".ptx";

@@ -242,16 +242,12 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   layout_kv();
   p.kv_producer_note = backward_producer_blocker(p).value_or("");
   if (p.kv_producer_note.empty()) {
-    const BackwardPass without = p.kv;
-    const std::string dq_note = p.fused_dq_note;
-    const bool fused = p.fused_dq;
+    const BackwardPlan without = p;
     p.kv.producer = true;
     try {
       layout_kv();
     } catch (const Error& e) {  // its mbarriers and second hand-over buffer
-      p.kv = without;
-      p.fused_dq = fused;
-      p.fused_dq_note = dq_note;
+      p = without;
       p.kv_producer_note = std::string("no room for its mbarriers and second P buffer: ") + e.what();
     }
   }

@@ -21,11 +21,6 @@ Target warpgroups(const char* arch = "sm_90a") {
   return t;
 }
 
-AttentionSpec with_score(AttentionSpec s, const char* score) {
-  s.score = score;
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("backward warpgroups: 64 keys on 8 warps split dV and dK between the warpgroups", "[pipeline][backward]") {
@@ -58,8 +53,9 @@ TEST_CASE("backward warpgroups: the heuristic takes them with the knob where dK 
           "[pipeline][backward]") {
   auto pick = [](int dqk, int dv, const Target& t, const char* score = "score") {
     std::string why;
-    const std::string c = backward_heuristic(*analyze_spec(with_score(test::make(DType::bf16, dqk, "causal", dv), score)),
-                                             t, &why).str();
+    const std::string c =
+        backward_heuristic(*analyze_spec(test::with_score(test::make(DType::bf16, dqk, "causal", dv), score)), t, &why)
+            .str();
     return c + " (" + why + ")";
   };
   for (auto [dqk, dv] : {std::pair{256, 256}, {160, 160}, {192, 128}, {136, 128}}) {
@@ -99,7 +95,7 @@ TEST_CASE("backward warpgroups: the dK/dV kernel assembles for sm_90a with no sp
   const std::vector<std::pair<AttentionSpec, std::optional<TileConfig>>> cases = {
       {test::make(DType::bf16, 256, "none"), TileConfig{32, 64, 8, 2}},
       {test::make(DType::f16, 256, "causal"), TileConfig{32, 64, 8, 2}},
-      {with_score(test::make(DType::bf16, 256, "causal"), "30 * tanh(score / 30)"), TileConfig{32, 64, 8, 2}},
+      {test::with_score(test::make(DType::bf16, 256, "causal"), "30 * tanh(score / 30)"), TileConfig{32, 64, 8, 2}},
       {doc, TileConfig{32, 64, 8, 2}},
       {test::make(DType::bf16, 256, "window(256, 0)"), TileConfig{32, 64, 8, 1}},
       {test::make(DType::bf16, 160, "causal"), TileConfig{32, 64, 8, 2}},
@@ -123,7 +119,7 @@ TEST_CASE("backward warpgroups: the dK/dV kernel assembles for sm_90a with no sp
     auto r = test::assemble(ptxas, dir.path, k);
     INFO(r.output);
     CHECK(r.code == 0);
-    CHECK_FALSE(std::regex_search(r.output, std::regex(R"([1-9][0-9]* bytes spill)")));
+    CHECK_FALSE(test::spills(r.output));
     CHECK_THAT(r.output, !Catch::Contains("serialized"));
   }
   if (ptxas.empty()) SKIP_TEST("ptxas not found: the PTX was checked but not assembled");
