@@ -134,6 +134,30 @@ TileConfig decide(const detail::Access::KernelImpl& k, const BackwardArgs& args,
   return base.compiled.config;
 }
 
+// Autotune off: the table's config or, for this shape's walk, backward_heuristic_for's, its module
+// loaded on first use (not while the stream captures a graph: then the base, with a warning).
+const BackwardModule& untuned(const detail::Access::KernelImpl& k, const BackwardArgs& args) {
+  const BackwardModule& base = base_locked(k);
+  std::string reason;
+  const TileConfig config = backward_heuristic_for(
+      k.source.spec, k.source.target, mean_query_walk(*k.spec, args.seq_q, args.seq_kv, args.params), &reason);
+  if (autotune::same_config(config, base.compiled.config)) return base;
+  BackwardState& s = state(k);
+  if (auto it = s.by_config.find(config.str()); it != s.by_config.end()) return *it->second;
+  if (stream_capturing(*k.ctx, args.stream)) {
+    log::warn("backward: the kernel " + config.str() + " for this shape (" + reason +
+              ") is not loaded yet and the "
+              "stream is capturing a CUDA graph: this launch runs " +
+              base.compiled.config.str() + " (run one backward before capturing)");
+    return base;
+  }
+  reason += " (autotune off)";
+  std::shared_ptr<const BackwardModule> m = load_backward(k.ctx, k.source, config, reason.c_str());
+  s.by_config.emplace(config.str(), m);
+  log::info("backward shape of " + base.compiled.key + ": config " + config.str() + " (" + reason + ")");
+  return *m;
+}
+
 }  // namespace
 
 const BackwardModule& backward_base(const detail::Access::KernelImpl& k) {
@@ -146,7 +170,7 @@ const BackwardModule& backward_for(const detail::Access::KernelImpl& k, const Ba
   const BackwardModule& base = base_locked(k);
   if (k.source.backward_config) return base;
   const autotune::TuneMode mode = tune_mode(k.dispatch_options.autotune);
-  if (mode == autotune::TuneMode::off) return base;
+  if (mode == autotune::TuneMode::off) return untuned(k, args);
   const autotune::TuningKey key = tuning_key(*k.spec, args, /*backward=*/true);
   const std::string bucket = key.bucket.str();
   BackwardState& s = state(k);

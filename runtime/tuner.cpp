@@ -13,6 +13,7 @@
 #include "support/clock.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
+#include "templates/bwd/plan.hpp"
 
 namespace flashjit::rt {
 
@@ -161,7 +162,11 @@ TuneOutcome tune_shape(const std::shared_ptr<Context>& ctx, const TuneJob& job) 
   TuneOutcome out;
   out.gpu = autotune::gpu_identity(ctx->info);
   out.key = tuning_key(spec, job.shape, job.backward, job.page_size);
-  out.heuristic = kernel_template.heuristic(spec, job.source.target, nullptr);
+  // The backward's centre is the shape's (its walk can choose another kernel than the table's).
+  out.heuristic = job.backward ? backward_heuristic_for(
+                                     job.source.spec, job.source.target,
+                                     mean_query_walk(spec, job.shape.seq_q, job.shape.seq_kv, job.params), nullptr)
+                               : kernel_template.heuristic(spec, job.source.target, nullptr);
   std::unique_ptr<CandidateBench> bench = job.backward ? make_backward_bench(runtime, ctx, job)
                                                        : std::make_unique<TuneBench>(runtime, ctx, job);
   autotune::SearchOptions so;

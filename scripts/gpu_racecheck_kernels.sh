@@ -6,7 +6,8 @@
 # at d=128 (the dK/dV kernel's producer warpgroup and its mbarrier ring; causal with GQA 4:1, so the
 # ring runs across query heads, and a document mask, whose walk is a list) and at d=256 causal (dK
 # and dV on two warpgroups, also fed by the producer, P handed over through two buffers; dQ on two
-# warpgroups). Each run also checks its result
+# warpgroups); and at d=64 with 64-query tiles on 8 warps, where the producer's kernel also adds dQ
+# (causal with GQA 4:1). Each run also checks its result
 # against the fp64 reference. Logs in $OUT/racecheck-kernels.txt; a table is printed last.
 set -u
 source scripts/gpu_env.sh
@@ -20,7 +21,9 @@ export FLASHJIT_AUTOTUNE=off
 shape=(--seq 1000 --batch 2 --reps 1)
 cases=("--head-dim 128 --mask causal --heads 16" "examples/specs/document_mask.yaml --heads 16"
        "--head-dim 256 --mask causal --heads 16" "--head-dim 128 --mask causal --heads 8 --heads-kv 2 --backward"
-       "examples/specs/document_mask.yaml --heads 8 --backward" "--head-dim 256 --mask causal --heads 8 --backward")
+       "examples/specs/document_mask.yaml --heads 8 --backward"
+       "--head-dim 64 --mask causal --heads 8 --heads-kv 2 --backward --backward-config 64,128,8,2"
+       "--head-dim 256 --mask causal --heads 8 --backward")
 rows=()
 for c in "${cases[@]}"; do
   # ONLY=regex: the cases whose flags match it (e.g. ONLY=--backward).

@@ -41,6 +41,23 @@ std::vector<Case> mask_matrix(const std::vector<std::pair<int, int>>& dims) {
   return cases;
 }
 
+// Beyond the mask matrix, at head dim d: softcap, ALiBi (a tensor the score reads), a document mask,
+// GQA 8:1, MQA (at head dims `mqa`) and BHSD strides.
+std::vector<Case> variants(int d, std::pair<int, int> mqa) {
+  return {
+      Case::of(make_spec(DType::bf16, d, d, "causal", "2 * tanh(score / 2)"), 1000, 1000, 1, 2, 2),
+      Case::of(with_tensor(make_spec(DType::f16, d, d, "causal", "score - slope[h] * abs(q - kv)"), "slope",
+                           ScalarType::f32, {"heads_q"}),
+               1023, 1023, 1, 4, 4),
+      Case::of(with_tensor(make_spec(DType::bf16, d, d, "causal && document(doc_id)"), "doc_id", ScalarType::i32,
+                           {"batch", "seq_kv"}),
+               1000, 1000, 2, 2, 2),
+      Case::of(make_spec(DType::bf16, d, d, "causal"), 1000, 1000, 1, 8, 1),               // GQA 8:1
+      Case::of(make_spec(DType::f16, mqa.first, mqa.second, "none"), 513, 1023, 2, 4, 1),  // MQA
+      Case::of(make_spec(DType::bf16, d, d, "causal"), 300, 333, 2, 4, 2, /*bhsd=*/true),
+  };
+}
+
 void run_all(const std::vector<Case>& cases, bool deterministic = false) {
   Runtime rt = Runtime::create(0);
   uint64_t seed = std::random_device{}();
@@ -195,22 +212,43 @@ TEST_CASE("gpu backward: dK and dV on two warpgroups of one key tile", "[gpu][ba
   REQUIRE_FALSE((knob && std::string(knob) == "off"));
   std::vector<Case> cases = mask_matrix({{160, 160}, {192, 128}, {256, 256}});
   for (size_t i = 0; i < cases.size(); ++i) cases[i].backward_config = TileConfig{32, 64, 8, i % 3 ? 2 : 1};
-  std::vector<Case> more = {
-      Case::of(make_spec(DType::bf16, 256, 256, "causal", "2 * tanh(score / 2)"), 1000, 1000, 1, 2, 2),
-      Case::of(with_tensor(make_spec(DType::f16, 256, 256, "causal", "score - slope[h] * abs(q - kv)"), "slope",
-                           ScalarType::f32, {"heads_q"}),
-               1023, 1023, 1, 4, 4),
-      Case::of(with_tensor(make_spec(DType::bf16, 256, 256, "causal && document(doc_id)"), "doc_id", ScalarType::i32,
-                           {"batch", "seq_kv"}),
-               1000, 1000, 2, 2, 2),
-      Case::of(make_spec(DType::bf16, 256, 256, "causal"), 1000, 1000, 1, 8, 1),  // GQA 8:1
-      Case::of(make_spec(DType::f16, 192, 128, "none"), 513, 1023, 2, 4, 1),      // MQA
-      Case::of(make_spec(DType::bf16, 256, 256, "causal"), 300, 333, 2, 4, 2, /*bhsd=*/true),
-  };
+  std::vector<Case> more = variants(256, {192, 128});
   for (Case& c : more) {
     c.backward_config = TileConfig{32, 64, 8, 2};
     cases.push_back(c);
   }
   run_all(cases);
   run_all({more[0], more[3]}, /*deterministic=*/true);
+}
+
+// d_qk = 64 with the dK/dV kernel's producer warpgroup, which also adds dQ there (64-query tiles on
+// 8 warps; docs/perf-notes.md §32), given explicitly, and through the untuned choice for a long walk
+// (4096 query rows per key tile without a mask: backward_heuristic_for).
+TEST_CASE("gpu backward: d=64 with the producer warpgroup adding dQ", "[gpu][backward][producer]") {
+  REQUIRE_GPU_OR_SKIP();
+  const char* knob = std::getenv("FLASHJIT_BWD_PRODUCER");
+  INFO("FLASHJIT_BWD_PRODUCER=" << (knob ? knob : "(unset)"));
+  REQUIRE_FALSE((knob && std::string(knob) == "off"));
+  std::vector<Case> cases = mask_matrix({{64, 64}, {64, 128}});
+  for (size_t i = 0; i < cases.size(); ++i) cases[i].backward_config = TileConfig{64, 128, 8, i % 3 ? 2 : 1};
+  std::vector<Case> more = variants(64, {64, 64});
+  for (Case& c : more) {
+    c.backward_config = TileConfig{64, 128, 8, 2};
+    cases.push_back(c);
+  }
+  cases.push_back(Case::of(make_spec(DType::bf16, 64, 64, "none"), 4096, 4096, 1, 2, 2));
+  // Untuned, 4096 query rows per key tile take that kernel and 2048 (causal) do not.
+  Runtime rt = Runtime::create(0);
+  CompileOptions off;
+  off.autotune = "off";
+  ProblemShape shape;
+  shape.seq_q = shape.seq_kv = 4096;
+  const std::string long_walk =
+      rt.compile(make_spec(DType::bf16, 64, 64, "none"), off).backward_compiled(shape).description;
+  CHECK_THAT(long_walk, Catch::Contains("dQ fused") && Catch::Contains(" producer"));
+  const std::string causal =
+      rt.compile(make_spec(DType::bf16, 64, 64, "causal"), off).backward_compiled(shape).description;
+  CHECK_THAT(causal, !Catch::Contains("dQ fused"));
+  run_all(cases);
+  run_all({more[0], more[3], cases.back()}, /*deterministic=*/true);
 }

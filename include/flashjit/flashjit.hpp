@@ -350,7 +350,9 @@ class FLASHJIT_API Kernel {
   BlockMap build_block_map(const ForwardArgs& args) const;
   // dQ, dK, dV for a forward call's inputs, output, LSE and dO. Checks as forward() does (Error(usage)
   // naming the argument). The config per shape bucket is chosen as forward()'s is: always
-  // CompileOptions::backward_config when given; with autotune off the backward's heuristic; else
+  // CompileOptions::backward_config when given; with autotune off the backward's heuristic for the
+  // shape (the table's, or at d <= 64 on walks of 4096 query rows or more per key tile the kernel
+  // with a producer warpgroup that also adds dQ); else
   // the bucket's stored backward tuning (`flashjit tune --backward`), or one tuned on the bucket's
   // first call (FLASHJIT_AUTOTUNE=quick|full, tune_on_first_use), else the heuristic. Each
   // config's module is compiled and loaded on first use (the base one eagerly with

@@ -100,8 +100,12 @@ std::optional<std::string> backward_producer_blocker(const BackwardPlan& p) {
   if (!p.target.moves_registers)
     return "the compute warpgroups need the 240 registers setmaxnreg gives them, and the driver's JIT ignores "
            "setmaxnreg (FLASHJIT_PTXAS=driver, or no ptxas found)";
-  if (sm_shared_bytes(p.target.arch) / (p.kv.shared_bytes + kSharedReservedPerCta) > 1)
-    return "shared memory allows more than one CTA per SM, which a producer warpgroup's registers would take";
+  // Occupancy as laid out without it (shared memory and the register estimate): where a second CTA
+  // would fit, the producer's registers would take it. 32-query tiles leave shared memory for two,
+  // but their registers (over 128 per thread under ptxas 13) already allow only one.
+  if (p.kv.min_ctas_per_sm > 1)
+    return "shared memory and registers allow " + std::to_string(p.kv.min_ctas_per_sm) +
+           " CTAs per SM, which a producer warpgroup's registers would take";
   return std::nullopt;
 }
 
@@ -152,6 +156,57 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
                : wgmma_for(target, c.block_n, c.num_warps) ? ", wgmma"
                                                            : ", mma.sync") +
               ": " + c.str();
+  return c;
+}
+
+std::optional<double> mean_query_walk(const AnalyzedSpec& spec, int64_t seq_q, int64_t seq_kv,
+                                      const std::vector<ParamValue>& params) {
+  if (!spec.mask) return double(seq_q);
+  if (spec.block_map.needed || !spec.q_range.exact || seq_kv <= 0) return std::nullopt;
+  dsl::SymbolValues values;
+  values.seq_q = seq_q;
+  values.seq_kv = seq_kv;
+  std::vector<dsl::Value> given = spec.dsl.default_params();
+  for (const ParamValue& v : params)
+    if (int slot = spec.dsl.param_slot(v.name); slot >= 0)
+      given[size_t(slot)] = spec.dsl.params[size_t(slot)].type == dsl::Type::I32
+                                ? dsl::Value::of_i32(static_cast<int32_t>(v.value))
+                                : dsl::Value::of_f32(static_cast<float>(v.value));
+  for (const dsl::Value& v : given) values.params.emplace_back(v);
+  const dsl::SymbolValues swapped = dsl::swapped_sizes(values);
+  if (dsl::kv_range_may_overflow(spec.q_range, swapped, &spec.dsl.tensors)) return std::nullopt;
+  for (const dsl::KvBand& band : spec.q_range.visit)
+    for (const auto* forms : {&band.lower, &band.upper, &band.guards})
+      for (const dsl::LinearForm& f : *forms)
+        if (f.mentions(dsl::Sym::B) || f.mentions(dsl::Sym::H) || f.mentions(dsl::Sym::HKv)) return std::nullopt;
+  constexpr int64_t kTile = 128;
+  double rows = 0;
+  int64_t tiles = 0;
+  for (int64_t kv0 = 0; kv0 < seq_kv; kv0 += kTile, ++tiles) {
+    const dsl::TileKvRange r = dsl::eval_q_range(spec.q_range, kv0, std::min(seq_kv, kv0 + kTile), swapped);
+    rows += double(std::max<int64_t>(0, r.visit_hi - r.visit_lo));
+  }
+  return rows / double(tiles);
+}
+
+TileConfig backward_heuristic_for(const AnalyzedSpecPtr& spec, const Target& target, std::optional<double> walk,
+                                  std::string* reason) {
+  const TileConfig table = backward_heuristic(*spec, target, reason);
+  // Measured at d = 64 (docs/perf-notes.md §32): 3.5–10% faster from 4096 query rows per key tile
+  // (4k and 16k without a mask, 16k causal), 1% slower at 2048, 5–12% slower at 512–1024.
+  constexpr double kLongWalk = 4096;
+  const AttentionSpec& s = spec->spec;
+  if (!walk || *walk < kLongWalk || s.head_dim_qk > 64 || s.head_dim_v > 64 || spec->score) return table;
+  const TileConfig c{64, 128, 8, 2};
+  try {
+    const BackwardPlan p = plan_backward(spec, c, target);
+    if (!p.kv.producer || !p.fused_dq) return table;
+  } catch (const Error&) {
+    return table;
+  }
+  if (reason)
+    *reason = "backward heuristic for d=" + std::to_string(std::max(s.head_dim_qk, s.head_dim_v)) + " on a walk of " +
+              std::to_string(int64_t(*walk)) + " query rows per key tile, wgmma, producer, dQ fused: " + c.str();
   return c;
 }
 
@@ -209,19 +264,27 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   // dK/dV accumulators ((d_qk + d_v) / 2) and both tiles fit in 128 of the 255, which ptxas 13
   // compiles without spills (tests/test_codegen_backward.cpp); at d = 128 it spills.
   p.kv.dp_early = p.kv.wgmma && !p.warpgroup_split && (s.head_dim_qk + s.head_dim_v) / 2 + c.block_m <= 128;
+  // At d_qk <= 64 dQ is added in the dK/dV kernel only where that kernel has a producer warpgroup and
+  // 64-query tiles: without one it was as fast as the dQ kernel or slower (docs/perf-notes.md §10),
+  // with one it is faster on long walks (§32); 128-query tiles spill under ptxas 13 (32–772 bytes).
+  const bool small_dq = s.head_dim_qk <= 64;
   if (!p.kv.wgmma) p.fused_dq_note = "dQ by its own kernel: accumulating it in the dK/dV kernel needs wgmma";
   else if (p.split_kv) p.fused_dq_note = "dQ by its own kernel: dK and dV take two launches at this head dim";
   else if (p.warpgroup_split) p.fused_dq_note = "dQ by its own kernel: dK and dV take the two warpgroups at this head dim";
   else if (c.block_m % 64) p.fused_dq_note = "dQ by its own kernel: its wgmma needs block_m a multiple of 64";
-  else if (s.head_dim_qk <= 64)
-    p.fused_dq_note = "dQ by its own kernel: at d_qk <= 64 it measured as fast as adding dQ in the dK/dV kernel, "
-                      "or faster (docs/perf-notes.md §10)";
+  else if (small_dq)
+    p.fused_dq_note =
+        "dQ by its own kernel: at d_qk <= 64 it is added in the dK/dV kernel only with a producer "
+        "warpgroup and 64-query tiles (docs/perf-notes.md §32)";
   else if (s.head_dim_qk % 64 || (s.head_dim_v > 64 && s.head_dim_v % 64))
     p.fused_dq_note = "dQ by its own kernel: with a head dim between 64 and 128 that is not 128, ptxas 13 serialises "
                       "the wgmma of the kernel that adds dQ (insufficient register resources)";
-  const bool may_fuse = p.fused_dq_note.empty();
+  const std::string why_not_fused = p.fused_dq_note;
+  const bool fuses_with_producer = small_dq && p.kv.wgmma && !p.split_kv && !p.warpgroup_split && c.block_m == 64;
   auto layout_kv = [&] {
+    const bool may_fuse = why_not_fused.empty() || (fuses_with_producer && p.kv.producer);
     p.fused_dq = false;
+    p.fused_dq_note = why_not_fused;
     // With a producer, two dSᵀ buffers where they fit, else one.
     for (int buffers = p.kv.producer ? 2 : 1; may_fuse && !p.fused_dq && buffers >= 1; --buffers) {
       p.kv.ds_buffers = buffers;

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compiler/analyzed_spec.hpp"
 #include "compiler/kernel_template.hpp"
@@ -90,7 +91,7 @@ struct BackwardPlan {
   // Why the dK/dV kernel has no producer warpgroup (BackwardPass::producer), when it has none:
   // FLASHJIT_BWD_PRODUCER on, wgmma on 8 warps (keys of their own, or dK and dV by warpgroup), head
   // dims 64 or 128 or both 256, accumulators within 240 − 48 registers, ptxas (setmaxnreg), and
-  // shared memory for one CTA per SM only.
+  // shared memory and registers for one CTA per SM only.
   std::string kv_producer_note;
   int d_qk_pad = 0, d_v_pad = 0;
   int k_steps_qk = 0, k_steps_v = 0;  // 16-wide k-steps of d_qk and of d_v
@@ -124,6 +125,16 @@ struct BackwardEntries {
 BackwardEntries backward_entries(const BackwardPlan& plan, const std::string& entry);
 
 TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason);
+// Query rows a dK/dV key tile of 128 walks on average at these sizes and params: seq_q without a
+// mask, the mean of the mask's closed-form transposed range where it is exact; nothing for a mask
+// with a block map, a range that may wrap, or a band that reads the batch or head.
+std::optional<double> mean_query_walk(const AnalyzedSpec& spec, int64_t seq_q, int64_t seq_kv,
+                                      const std::vector<ParamValue>& params);
+// The backward's config for a shape when nothing is tuned (autotune off), and the centre of its
+// quick tuning: the table's (backward_heuristic), except on long walks at d <= 64, where the dK/dV
+// kernel with a producer warpgroup that also adds dQ pays (docs/perf-notes.md §32).
+TileConfig backward_heuristic_for(const AnalyzedSpecPtr& spec, const Target& target, std::optional<double> walk,
+                                  std::string* reason);
 std::optional<std::string> check_backward_shape(const TileConfig& config);
 TileSpace backward_search_space(const AnalyzedSpec& spec);
 // Throws Error(spec) naming the violated limit when `config` cannot be built.
