@@ -98,9 +98,9 @@ TuneMode tune_mode(const std::optional<std::string>& value) {
 }
 
 autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s, bool backward, int page_size) {
-  // The backward template's version ("bwd-8") leads its keys: a tuning timed on other backward
+  // The backward template's version (e.g. "bwd-10") leads its keys: a tuning timed on other backward
   // kernels (which configs fuse dQ, for one) is not reused. FLASHJIT_BWD_WARPGROUPS=on (the
-  // default) keys its own tunings ("bwd-8+wg"): one that picked a two-warpgroup config is never read
+  // default) keys its own tunings ("bwd-10+wg"): one that picked a two-warpgroup config is never read
   // with the knob off, where that config is refused.
   // FLASHJIT_BWD_PRODUCER=on ("+prod") likewise: its tunings were timed on other dK/dV kernels.
   static const bool warpgroups = knob::get("FLASHJIT_BWD_WARPGROUPS") == "on";

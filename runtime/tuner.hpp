@@ -20,7 +20,7 @@ namespace flashjit::rt {
 // FLASHJIT_AUTOTUNE, or `value` when given ("off" | "quick" | "full"; Error(usage) otherwise).
 autotune::TuneMode tune_mode(const std::optional<std::string>& value = std::nullopt);
 
-// The backward's tunings are filed under "<backward template version>-<spec hash>" ("bwd-8-…"): a
+// The backward's tunings are filed under "<backward template version>-<spec hash>" ("bwd-10-…"): a
 // flashjit that knows no backward tunings never mistakes one for a forward's, and a new version of
 // the backward's kernels is tuned afresh.
 // `page_size`: a forward on a paged K/V cache of that many rows per page (0: contiguous).

@@ -8,7 +8,7 @@ namespace flashjit {
 namespace {
 
 // Bump whenever the backward's generated code changes: its cached kernels then miss.
-constexpr const char* kBackwardVersion = "bwd-9";
+constexpr const char* kBackwardVersion = "bwd-10";
 
 class BackwardKernelPlan final : public KernelPlan {
  public:
