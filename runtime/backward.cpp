@@ -136,8 +136,11 @@ TileConfig decide(const detail::Access::KernelImpl& k, const BackwardArgs& args,
 
 // Autotune off: the table's config or, for this shape's walk, backward_heuristic_for's, its module
 // loaded on first use (not while the stream captures a graph: then the base, with a warning).
+// Deterministic calls keep the table's: the long-walk kernel gains by adding dQ itself, which they
+// do not take, and without it ran 4–7% slower (docs/perf-notes.md §32).
 const BackwardModule& untuned(const detail::Access::KernelImpl& k, const BackwardArgs& args) {
   const BackwardModule& base = base_locked(k);
+  if (args.deterministic) return base;
   std::string reason;
   const TileConfig config = backward_heuristic_for(
       k.source.spec, k.source.target, mean_query_walk(*k.spec, args.seq_q, args.seq_kv, args.params), &reason);

@@ -84,7 +84,8 @@ BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed
               v.message + (repeats ? (r.deterministic ? "; bitwise equal over " : "; NOT bitwise equal within ") +
                                          std::to_string(repeats + 1) + " runs"
                                    : "");
-  const CompiledKernel& ck = kernel.backward_compiled(c);  // the module this shape ran
+  // The module this call ran (deterministic calls untuned keep the base's config).
+  const CompiledKernel& ck = b.deterministic ? kernel.backward_compiled() : kernel.backward_compiled(c);
   const bool fused = !b.deterministic && ck.description.find("dQ fused") != std::string::npos;
   std::printf("GPUCASE backward %s d=%d/%d mask=%s score=%s b=%lld h=%lld/%lld sq=%lld skv=%lld %s%s %s dq=%s %s %s\n",
               p.dtype() == DType::f16 ? "fp16" : "bf16", int(d_qk), int(d_v), c.spec.mask.c_str(), c.spec.score.c_str(),

@@ -277,11 +277,11 @@ struct BackwardArgs : ProblemShape {
   std::vector<ParamValue> params;
   std::vector<BufferArg> buffers;  // one per spec tensor, all required
   // Bitwise-identical dQ, dK, dV from run to run. Where the kernel's plan sums dQ inside the dK/dV
-  // kernel (sm_90a with wgmma, 64-query tiles, d_qk 128; `CompiledKernel::description` says "dQ
-  // fused"), those fp32 additions land in no fixed order, so dQ may differ in its last bits between
-  // runs; `deterministic` then runs a dQ kernel of its own instead, where each element is summed by
-  // one thread in a fixed order: 5–8% slower at 16k tokens, within ±3% at 1k–4k (docs/perf-notes.md
-  // §10). Every other plan is deterministic either way. dK and dV are deterministic always.
+  // kernel (sm_90a with wgmma, 64-query tiles, d_qk 128, or d_qk 64 with a producer warpgroup;
+  // `CompiledKernel::description` says "dQ fused"), those fp32 additions land in no fixed order, so dQ may differ in
+  // its last bits between runs; `deterministic` then runs a dQ kernel of its own instead, where each element is summed
+  // by one thread in a fixed order: 5–8% slower at 16k tokens, within ±3% at 1k–4k (docs/perf-notes.md §10). Every
+  // other plan is deterministic either way. dK and dV are deterministic always.
   bool deterministic = false;
   void* stream = nullptr;   // CUstream; workspace (fp32 D) is allocated and freed on it
   // For masks with a block map: the backward's maps (query tiles per key tile, and key tiles per
@@ -351,8 +351,8 @@ class FLASHJIT_API Kernel {
   // dQ, dK, dV for a forward call's inputs, output, LSE and dO. Checks as forward() does (Error(usage)
   // naming the argument). The config per shape bucket is chosen as forward()'s is: always
   // CompileOptions::backward_config when given; with autotune off the backward's heuristic for the
-  // shape (the table's, or at d <= 64 on walks of 4096 query rows or more per key tile the kernel
-  // with a producer warpgroup that also adds dQ); else
+  // shape (the table's, or at d <= 64 on walks of 4096 query rows or more per key tile, except for
+  // deterministic calls, the kernel with a producer warpgroup that also adds dQ); else
   // the bucket's stored backward tuning (`flashjit tune --backward`), or one tuned on the bucket's
   // first call (FLASHJIT_AUTOTUNE=quick|full, tune_on_first_use), else the heuristic. Each
   // config's module is compiled and loaded on first use (the base one eagerly with
