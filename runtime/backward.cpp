@@ -142,16 +142,14 @@ const BackwardModule& untuned(const detail::Access::KernelImpl& k, const Backwar
   const BackwardModule& base = base_locked(k);
   if (args.deterministic) return base;
   std::string reason;
-  const TileConfig config = backward_heuristic_for(
-      k.source.spec, k.source.target, mean_query_walk(*k.spec, args.seq_q, args.seq_kv, args.params), &reason);
+  const TileConfig config = backward_heuristic_for(k.source.spec, k.source.target, args, args.params, &reason);
   if (autotune::same_config(config, base.compiled.config)) return base;
   BackwardState& s = state(k);
   if (auto it = s.by_config.find(config.str()); it != s.by_config.end()) return *it->second;
   if (stream_capturing(*k.ctx, args.stream)) {
-    log::warn("backward: the kernel " + config.str() + " for this shape (" + reason +
-              ") is not loaded yet and the "
-              "stream is capturing a CUDA graph: this launch runs " +
-              base.compiled.config.str() + " (run one backward before capturing)");
+    log::warn("backward: the kernel " + config.str() + " for this shape (" + reason + ") is not loaded yet and " +
+              "the stream is capturing a CUDA graph: this launch runs " + base.compiled.config.str() +
+              " (run one backward before capturing)");
     return base;
   }
   reason += " (autotune off)";

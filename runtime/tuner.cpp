@@ -163,10 +163,9 @@ TuneOutcome tune_shape(const std::shared_ptr<Context>& ctx, const TuneJob& job) 
   out.gpu = autotune::gpu_identity(ctx->info);
   out.key = tuning_key(spec, job.shape, job.backward, job.page_size);
   // The backward's centre is the shape's (its walk can choose another kernel than the table's).
-  out.heuristic = job.backward ? backward_heuristic_for(
-                                     job.source.spec, job.source.target,
-                                     mean_query_walk(spec, job.shape.seq_q, job.shape.seq_kv, job.params), nullptr)
-                               : kernel_template.heuristic(spec, job.source.target, nullptr);
+  out.heuristic = job.backward
+                      ? backward_heuristic_for(job.source.spec, job.source.target, job.shape, job.params, nullptr)
+                      : kernel_template.heuristic(spec, job.source.target, nullptr);
   std::unique_ptr<CandidateBench> bench = job.backward ? make_backward_bench(runtime, ctx, job)
                                                        : std::make_unique<TuneBench>(runtime, ctx, job);
   autotune::SearchOptions so;

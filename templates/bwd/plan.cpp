@@ -189,14 +189,16 @@ std::optional<double> mean_query_walk(const AnalyzedSpec& spec, int64_t seq_q, i
   return rows / double(tiles);
 }
 
-TileConfig backward_heuristic_for(const AnalyzedSpecPtr& spec, const Target& target, std::optional<double> walk,
-                                  std::string* reason) {
+TileConfig backward_heuristic_for(const AnalyzedSpecPtr& spec, const Target& target, const ProblemShape& shape,
+                                  const std::vector<ParamValue>& params, std::string* reason) {
   const TileConfig table = backward_heuristic(*spec, target, reason);
   // Measured at d = 64 (docs/perf-notes.md §32): 3.5–10% faster from 4096 query rows per key tile
   // (4k and 16k without a mask, 16k causal), 1% slower at 2048, 5–12% slower at 512–1024.
   constexpr double kLongWalk = 4096;
   const AttentionSpec& s = spec->spec;
-  if (!walk || *walk < kLongWalk || s.head_dim_qk > 64 || s.head_dim_v > 64 || spec->score) return table;
+  if (s.head_dim_qk > 64 || s.head_dim_v > 64 || spec->score || shape.seq_q < kLongWalk) return table;
+  const std::optional<double> walk = mean_query_walk(*spec, shape.seq_q, shape.seq_kv, params);
+  if (!walk || *walk < kLongWalk) return table;
   const TileConfig c{64, 128, 8, 2};
   try {
     const BackwardPlan p = plan_backward(spec, c, target);

@@ -130,11 +130,12 @@ TileConfig backward_heuristic(const AnalyzedSpec& spec, const Target& target, st
 // with a block map, a range that may wrap, or a band that reads the batch or head.
 std::optional<double> mean_query_walk(const AnalyzedSpec& spec, int64_t seq_q, int64_t seq_kv,
                                       const std::vector<ParamValue>& params);
-// The backward's config for a shape when nothing is tuned (autotune off), and the centre of its
-// quick tuning: the table's (backward_heuristic), except on long walks at d <= 64, where the dK/dV
-// kernel with a producer warpgroup that also adds dQ pays (docs/perf-notes.md §32).
-TileConfig backward_heuristic_for(const AnalyzedSpecPtr& spec, const Target& target, std::optional<double> walk,
-                                  std::string* reason);
+// The backward's config for a shape and params when nothing is tuned (autotune off), and the centre
+// of its quick tuning: the table's (backward_heuristic), except at d <= 64 on long walks
+// (mean_query_walk), where the dK/dV kernel with a producer warpgroup that also adds dQ pays
+// (docs/perf-notes.md §32).
+TileConfig backward_heuristic_for(const AnalyzedSpecPtr& spec, const Target& target, const ProblemShape& shape,
+                                  const std::vector<ParamValue>& params, std::string* reason);
 std::optional<std::string> check_backward_shape(const TileConfig& config);
 TileSpace backward_search_space(const AnalyzedSpec& spec);
 // Throws Error(spec) naming the violated limit when `config` cannot be built.

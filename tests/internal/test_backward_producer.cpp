@@ -137,24 +137,31 @@ TEST_CASE("backward heuristic for a shape: query rows per key tile choose the d 
   CHECK_FALSE(walk(test::make(DType::bf16, 64, "kv <= q + h"), 16384, 16384));  // reads the head
 
   const Target t = producer();
+  auto pick = [](const AttentionSpec& spec, const Target& target, int64_t seq, std::string* why = nullptr) {
+    ProblemShape shape;
+    shape.seq_q = shape.seq_kv = seq;
+    const AnalyzedSpecPtr a = analyze_spec(spec);
+    const std::string chosen = backward_heuristic_for(a, target, shape, {}, why).str();
+    return std::make_pair(chosen, backward_heuristic(*a, target, nullptr).str());
+  };
+  const AttentionSpec d64 = test::make(DType::bf16, 64, "none");
   std::string why;
-  const AnalyzedSpecPtr d64 = analyze_spec(test::make(DType::bf16, 64, "none"));
-  const TileConfig table = backward_heuristic(*d64, t, nullptr);
-  const TileConfig wide = backward_heuristic_for(d64, t, 16384.0, &why);
-  CHECK(wide.str() == "bm64_bn128_w8_s2");
-  CHECK(wide.str() != table.str());
+  const auto [wide, table] = pick(d64, t, 16384, &why);
+  CHECK(wide == "bm64_bn128_w8_s2");
+  CHECK(wide != table);
   CHECK_THAT(why, Catch::Contains("16384 query rows per key tile"));
-  CHECK(backward_heuristic_for(d64, t, 4096.0, nullptr).str() == wide.str());
-  CHECK(backward_heuristic_for(d64, t, 2048.0, nullptr).str() == table.str());
-  CHECK(backward_heuristic_for(d64, t, std::nullopt, nullptr).str() == table.str());
-  CHECK(backward_heuristic_for(d64, Target{"sm_90a"}, 16384.0, nullptr).str() == table.str());  // no producer
-  CHECK(backward_heuristic_for(d64, producer("sm_80"), 16384.0, nullptr).str() ==
-        backward_heuristic(*d64, producer("sm_80"), nullptr).str());
-  const AnalyzedSpecPtr soft =
-      analyze_spec(test::with_score(test::make(DType::bf16, 64, "none"), "30 * tanh(score / 30)"));
-  CHECK(backward_heuristic_for(soft, t, 16384.0, nullptr).str() == backward_heuristic(*soft, t, nullptr).str());
-  const AnalyzedSpecPtr d128 = analyze_spec(test::make(DType::bf16, 128, "none"));
-  CHECK(backward_heuristic_for(d128, t, 16384.0, nullptr).str() == backward_heuristic(*d128, t, nullptr).str());
+  CHECK(pick(d64, t, 4096).first == wide);
+  CHECK(pick(d64, t, 2048).first == table);
+  CHECK(pick(test::make(DType::bf16, 64, "causal"), t, 8192).first == wide);   // a walk of 4160
+  CHECK(pick(test::make(DType::bf16, 64, "causal"), t, 4096).first == table);  // 2112
+  CHECK(pick(doc, t, 16384).first == table);                                   // no walk known
+  CHECK(pick(d64, Target{"sm_90a"}, 16384).first == table);                    // no producer
+  const auto sm80 = pick(d64, producer("sm_80"), 16384);
+  CHECK(sm80.first == sm80.second);
+  const auto soft = pick(test::with_score(d64, "30 * tanh(score / 30)"), t, 16384);
+  CHECK(soft.first == soft.second);
+  const auto d128 = pick(test::make(DType::bf16, 128, "none"), t, 16384);
+  CHECK(d128.first == d128.second);
 }
 
 TEST_CASE("backward producer: the dK/dV kernels hand stages over by mbarriers, not CTA barriers",
