@@ -312,9 +312,10 @@ const CompiledKernel& Kernel::backward_compiled() const {
   return rt::backward_base(detail::Access::impl(*this, "backward_compiled")).compiled;
 }
 
-const CompiledKernel& Kernel::backward_compiled(const ProblemShape& shape) const {
+const CompiledKernel& Kernel::backward_compiled(const ProblemShape& shape, bool deterministic) const {
   BackwardArgs args;
   static_cast<ProblemShape&>(args) = shape;
+  args.deterministic = deterministic;
   return rt::backward_for(detail::Access::impl(*this, "backward_compiled"), args).compiled;
 }
 

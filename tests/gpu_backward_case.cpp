@@ -84,8 +84,7 @@ BackwardResult run_backward_case(const Runtime& rt, const Case& c, uint64_t seed
               v.message + (repeats ? (r.deterministic ? "; bitwise equal over " : "; NOT bitwise equal within ") +
                                          std::to_string(repeats + 1) + " runs"
                                    : "");
-  // The module this call ran (deterministic calls untuned keep the base's config).
-  const CompiledKernel& ck = b.deterministic ? kernel.backward_compiled() : kernel.backward_compiled(c);
+  const CompiledKernel& ck = kernel.backward_compiled(c, b.deterministic);  // the module this call ran
   const bool fused = !b.deterministic && ck.description.find("dQ fused") != std::string::npos;
   std::printf("GPUCASE backward %s d=%d/%d mask=%s score=%s b=%lld h=%lld/%lld sq=%lld skv=%lld %s%s %s dq=%s %s %s\n",
               p.dtype() == DType::f16 ? "fp16" : "bf16", int(d_qk), int(d_v), c.spec.mask.c_str(), c.spec.score.c_str(),

@@ -249,6 +249,10 @@ TEST_CASE("gpu backward: d=64 with the producer warpgroup adding dQ", "[gpu][bac
   const std::string causal =
       rt.compile(make_spec(DType::bf16, 64, 64, "causal"), off).backward_compiled(shape).description;
   CHECK_THAT(causal, !Catch::Contains("dQ fused"));
+  // Deterministic calls keep the table's config: the long walk's gain is in adding dQ itself.
+  const std::string det =
+      rt.compile(make_spec(DType::bf16, 64, 64, "none"), off).backward_compiled(shape, true).description;
+  CHECK_THAT(det, !Catch::Contains(" producer"));
   run_all(cases);
   run_all({more[0], more[3], cases.back()}, /*deterministic=*/true);
 }

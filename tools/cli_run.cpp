@@ -255,7 +255,7 @@ bool run_backward(const Runtime& rt, const Kernel& kernel, const ref::Problem& p
     verdict = vd.message;
   }
   const double ms = rt.time_backward(kernel, b, 3, a.reps);
-  const CompiledKernel& ck = kernel.backward_compiled(p);  // the module this shape's calls ran
+  const CompiledKernel& ck = kernel.backward_compiled(p, a.deterministic);  // the module these calls ran
   if (json) {
     json->raw("backward", JsonObject().str("key", ck.key).str("description", ck.description)
                               .str("config_reason", ck.config_reason).boolean("deterministic", a.deterministic).boolean("ok", ok).str("verdict", verdict)

@@ -368,7 +368,8 @@ class FLASHJIT_API Kernel {
   const CompiledKernel& backward_compiled() const;
   // The backward module that calls of `shape`'s bucket run, deciding the bucket now as its first
   // call would (a tuning on first use then runs on random tensors of the spec's shapes).
-  const CompiledKernel& backward_compiled(const ProblemShape& shape) const;
+  // `deterministic`: of the calls with BackwardArgs::deterministic (untuned, they can take another).
+  const CompiledKernel& backward_compiled(const ProblemShape& shape, bool deterministic = false) const;
 
  private:
   friend class Runtime;
