@@ -1,6 +1,7 @@
 // Specs and tools shared by the codegen tests of the forward and the backward.
 #include "tests/codegen_matrix.hpp"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -32,10 +33,15 @@ AttentionSpec with_score(AttentionSpec s, const char* score) {
 
 bool spills(const std::string& report) { return std::regex_search(report, std::regex(R"([1-9][0-9]* bytes spill)")); }
 
-Command assemble(const std::string& ptxas, const std::string& dir, const CompiledKernel& k) {
+std::string check_assembles(const std::string& ptxas, const std::string& dir, const CompiledKernel& k) {
   const std::string path = dir + "/" + k.key + ".ptx";
   std::ofstream(path) << k.ptx;
-  return run_command("'" + ptxas + "' -v -arch=" + k.arch + " -o " + path + ".cubin " + path);
+  const Command r = run_command("'" + ptxas + "' -v -arch=" + k.arch + " -o " + path + ".cubin " + path);
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK_FALSE(spills(r.output));
+  CHECK_THAT(r.output, !Catch::Contains("serialized"));
+  return r.output;
 }
 
 // The codegen matrix: every mask and score at d=128 in fp16 and bf16, and causal, document

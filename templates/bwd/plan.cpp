@@ -269,20 +269,20 @@ BackwardPlan plan_backward(const AnalyzedSpecPtr& spec, const TileConfig& c, con
   // At d_qk <= 64 dQ is added in the dK/dV kernel only where that kernel has a producer warpgroup and
   // 64-query tiles: without one it was as fast as the dQ kernel or slower (docs/perf-notes.md §10),
   // with one it is faster on long walks (§32); 128-query tiles spill under ptxas 13 (32–772 bytes).
-  const bool small_dq = s.head_dim_qk <= 64;
+  bool fuses_with_producer = false;  // the d_qk <= 64 note alone stands in the way, on 64-query tiles
   if (!p.kv.wgmma) p.fused_dq_note = "dQ by its own kernel: accumulating it in the dK/dV kernel needs wgmma";
   else if (p.split_kv) p.fused_dq_note = "dQ by its own kernel: dK and dV take two launches at this head dim";
   else if (p.warpgroup_split) p.fused_dq_note = "dQ by its own kernel: dK and dV take the two warpgroups at this head dim";
   else if (c.block_m % 64) p.fused_dq_note = "dQ by its own kernel: its wgmma needs block_m a multiple of 64";
-  else if (small_dq)
+  else if (s.head_dim_qk <= 64) {
     p.fused_dq_note =
         "dQ by its own kernel: at d_qk <= 64 it is added in the dK/dV kernel only with a producer "
         "warpgroup and 64-query tiles (docs/perf-notes.md §32)";
-  else if (s.head_dim_qk % 64 || (s.head_dim_v > 64 && s.head_dim_v % 64))
+    fuses_with_producer = c.block_m == 64;
+  } else if (s.head_dim_qk % 64 || (s.head_dim_v > 64 && s.head_dim_v % 64))
     p.fused_dq_note = "dQ by its own kernel: with a head dim between 64 and 128 that is not 128, ptxas 13 serialises "
                       "the wgmma of the kernel that adds dQ (insufficient register resources)";
   const std::string why_not_fused = p.fused_dq_note;
-  const bool fuses_with_producer = small_dq && p.kv.wgmma && !p.split_kv && !p.warpgroup_split && c.block_m == 64;
   auto layout_kv = [&] {
     const bool may_fuse = why_not_fused.empty() || (fuses_with_producer && p.kv.producer);
     p.fused_dq = false;

@@ -245,11 +245,7 @@ TEST_CASE("backward producer: the dK/dV kernels assemble for sm_90a with no spil
     CHECK_THAT(k.description, Catch::Contains(" producer"));
     CHECK(count(entry_body(k.ptx, k.entry), std::regex(R"(\sbar(rier)?\.sync(\.aligned)?\s+0;)")) == 1);
     if (ptxas.empty()) continue;
-    auto r = test::assemble(ptxas, dir.path, k);
-    INFO(r.output);
-    CHECK(r.code == 0);
-    CHECK_FALSE(test::spills(r.output));
-    CHECK_THAT(r.output, !Catch::Contains("serialized"));
+    test::check_assembles(ptxas, dir.path, k);
   }
   if (ptxas.empty()) SKIP_TEST("ptxas not found: the PTX was checked but not assembled");
 }
