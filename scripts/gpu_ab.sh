@@ -3,7 +3,7 @@
 # baseline's (.device/old/libflashjit.so.0.xz: `BASELINE=<commit> scripts/gpu_bundle.sh` builds it;
 # .device/old/COMMIT names it), each in processes of its own, in the order baseline, this build, so
 # that a change's gain is measured side by side on one machine. Sections (any of): fwd (bench.py
-# standard suite, flashjit only, FLASHJIT_AUTOTUNE=off), bwd (`flashjit run --backward` backward ms,
+# standard suite, flashjit only, FLASHJIT_AUTOTUNE=off), fwdmasks (its masks suite at 16k), bwd (`flashjit run --backward` backward ms,
 # then bench_backward.py with FlashAttention-2 in each process and cuDNN in this build's), bwdruns
 # (those runs only), ncu (the backward's kernels timed one by one by Nsight Compute). DIMS (default
 # 128 for fwd, 256 for bwd and ncu) and SEQS (1024,4096,16384) select the shapes. Logs in
@@ -32,6 +32,13 @@ for section in "$@"; do
         timeout 240 python3 bench/bench.py --suite standard --dims "${DIMS:-128}" --seqs "$SEQS" --backends flashjit \
         --out "$OUT/fwd-$which" > "$OUT/ab-fwd-$which.txt" 2>&1
       rows+=("fwd $which TFLOP/s: $(grep -E '^standard ' "$OUT/ab-fwd-$which.txt" | awk -F'|' '{n = split($1, a, " "); printf "%s/%s=%s ", a[n - 2], a[2], $2 + 0}')")
+    done ;;
+  fwdmasks)
+    for which in old new; do
+      FLASHJIT_LIB="$(lib_of $which)/libflashjit.so.0" FLASHJIT_CACHE_DIR=/tmp/fjc-mbench-$which \
+        timeout 240 python3 bench/bench.py --suite masks --dims "${DIMS:-128}" --seqs 16384 --backends flashjit \
+        --out "$OUT/fwdmasks-$which" > "$OUT/ab-fwdmasks-$which.txt" 2>&1
+      rows+=("fwd masks 16k $which TFLOP/s: $(grep -E '^masks ' "$OUT/ab-fwdmasks-$which.txt" | awk -F'|' '{split($1, a, " "); printf "d%s/%s=%s ", a[3], a[2], $2 + 0}')")
     done ;;
   bwd | bwdruns)
     d=${DIMS:-256}

@@ -45,7 +45,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       VARLEN(plan.target.varlen),
       PAGED(plan.target.paged),
       PRODUCER(plan.producer),
-      PERSISTENT(plan.persistent) {
+      PERSISTENT(plan.persistent),
+      Q_AHEAD(plan.persistent && plan.q_buffers > 1) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -222,19 +223,17 @@ void ForwardKernel::keep_pages_ahead(Value* j) {
   for (size_t i = 0; i < ids.size(); ++i) e_.b.CreateStore(ids[i], pages_ahead_[i]);
 }
 
-void ForwardKernel::load_q() { load_q_rows(q_base_, q_start_); }
+void ForwardKernel::load_q() { load_q_rows(q_smem_, q_base_, q_start_, plan_.compute_threads, tid_); }
 
-void ForwardKernel::load_q_rows(Value* q_base, Value* q_start) {
-  tile::copy_rows(e_, q_smem_, {q_base, strides_[0][1], q_start, rows_, G, strides_[0][2]}, spec_.head_dim_qk,
-                  plan_.compute_threads, tid_,
+void ForwardKernel::load_q_rows(const SmemTile& dst, Value* q_base, Value* q_start, int threads, Value* tid) {
+  tile::copy_rows(e_, dst, {q_base, strides_[0][1], q_start, rows_, G, strides_[0][2]}, spec_.head_dim_qk, threads, tid,
                   /*once=*/true);
   tile::cp_async_commit(e_);
 }
 
-// Q, then the first num_stages − 1 K/V tiles, one commit group each; with a producer warpgroup,
-// start_producer() instead.
+// Q, then the first num_stages − 1 K/V tiles, one commit group each (the CTA-wide pipeline; a
+// producer warpgroup's plan is persistent: run_persistent()).
 void ForwardKernel::load_q_and_first_kv_tiles() {
-  if (PRODUCER) return start_producer();
   auto& B = e_.b;
   Value* zero = e_.c32(0);
   load_q();

@@ -69,18 +69,22 @@ class ForwardKernel {
   };
   TileAt tile_at(Value* t);
   void enter_tile_at(Value* t);
-  Value* split_warpgroups(bool with_q);
-  // Persistent walks: the claimed tile's hand-over (see forward.cpp) and the loop over a CTA's tiles.
-  Value* tile_slot(Value* round);
+  Value* split_warpgroups();
+  // Persistent walks: the claimed tile's hand-over, the Q ring and the loop over a CTA's tiles
+  // (forward_producer.cpp).
+  enum WalkBarrier { kSlotFull, kSlotEmpty, kQFull, kQEmpty };
+  Value* walk_bar(int kind, int b);
+  Value* walk_bar(int kind, Value* b);
+  Value* tile_slot(Value* b);
   void publish_tile(Value* t, Value* round);
   Value* take_tile(Value* round);
+  SmemTile q_buffer(Value* b);
   void tile_loop(llvm::AllocaInst* t, Value* total, const char* name, const std::function<void(Value*)>& body);
   // Step j of this tile's walk as a step of the pipeline, which a persistent CTA runs on across tiles.
   Value* pipe_step(Value* j) { return step0_ ? e_.b.CreateAdd(step0_, j) : j; }
   void load_q();
-  void load_q_rows(Value* q_base, Value* q_start);
+  void load_q_rows(const SmemTile& dst, Value* q_base, Value* q_start, int threads, Value* tid);
   void start_products();
-  void start_producer();
   void produce();
   // Stage `stage`'s "full" and "empty" mbarriers (ForwardPlan::producer).
   Value* full_bar(Value* stage) { return e_.b.CreateAdd(bars_, e_.b.CreateMul(stage, e_.c32(8))); }
@@ -111,9 +115,9 @@ class ForwardKernel {
   const bool PAGED;             // paged K/V (Target::paged): rows through the block table
   const bool PRODUCER;          // ForwardPlan::producer: K/V loads by a producer warpgroup
   const bool PERSISTENT;        // ForwardPlan::persistent: the CTA walks tiles
-  // The compute warpgroups' named barrier (persistent: Q handed from one tile to the next).
+  const bool Q_AHEAD;           // persistent, two Q buffers: the producer loads each tile's Q
+  // One Q buffer: the compute warpgroups' named barrier orders their Q copies and products.
   static constexpr int kComputeBarrier = 3;
-  static constexpr int kTileFull = 4;  // persistent: the claimed tile's hand-over
   Value* strides_[4][3];
   Value *seq_q_, *seq_kv_, *scale_log2_;
   Value* rows_;                  // packed rows: seq_q · G

@@ -11,71 +11,93 @@
 #include "templates/fwd/sequence.hpp"
 
 namespace flashjit::fwd {
-// The compute warps load Q; thread 0 initialises the stage mbarriers; after a CTA barrier the
-// producer warpgroup leaves for produce() and the compute warpgroups go on.
-void ForwardKernel::start_producer() {
-  Value* producer = split_warpgroups(/*load_q=*/true);
-  llvm::BasicBlock* prod = llvm::BasicBlock::Create(e_.ctx, "producer", fn_);
-  llvm::BasicBlock* compute = llvm::BasicBlock::Create(e_.ctx, "compute", fn_);
-  e_.b.CreateCondBr(producer, prod, compute);
-  e_.b.SetInsertPoint(prod);
-  tile::set_max_registers(e_, plan_.producer_registers, false);
-  produce();
-  tile::cp_async_wait(e_, 0);
-  e_.b.CreateRetVoid();
-  e_.b.SetInsertPoint(compute);
-  tile::set_max_registers(e_, plan_.compute_registers, true);
-}
-
-// The mbarriers initialised (and Q loaded, when asked) and published to every warp; returns
-// whether this thread is the producer's. Registers then move from the producer to the compute
-// warpgroups (PTX ISA §9.7.17.1, setmaxnreg), within the launch's allocation
-// (ForwardPlan::producer_registers).
-Value* ForwardKernel::split_warpgroups(bool with_q) {
+// Thread 0 initialises the mbarriers, which a CTA barrier publishes to every warp; returns whether
+// this thread is the producer's. Registers then move from the producer to the compute warpgroups
+// (PTX ISA §9.7.17.1, setmaxnreg), within the launch's allocation (ForwardPlan::producer_registers).
+Value* ForwardKernel::split_warpgroups() {
   auto& B = e_.b;
   const int warps = plan_.config.num_warps;
-  if (!bars_) bars_ = B.CreateAdd(smem_, e_.c32(plan_.smem.barriers));
   e_.when(B.CreateICmpEQ(tid_, e_.c32(0)), "init_bars", [&] {
     for (int s = 0; s < S; ++s) {
       tile::mbarrier_init(e_, full_bar(e_.c32(s)), 128);     // one cp.async arrival per producer thread
       tile::mbarrier_init(e_, empty_bar(e_.c32(s)), warps);  // one arrival per compute warp
     }
+    for (int b = 0; b < 2; ++b) {
+      tile::mbarrier_init(e_, walk_bar(kSlotFull, b), 1);           // the claiming thread
+      tile::mbarrier_init(e_, walk_bar(kSlotEmpty, b), warps + 3);  // every other warp
+      if (!Q_AHEAD) continue;
+      tile::mbarrier_init(e_, walk_bar(kQFull, b), 128);     // one cp.async arrival per producer thread
+      tile::mbarrier_init(e_, walk_bar(kQEmpty, b), warps);  // one arrival per compute warp
+    }
   });
-  Value* producer = B.CreateICmpUGE(warp_, e_.c32(warps));
-  if (with_q)
-    e_.when(B.CreateNot(producer), "load_q", [&] {
-      load_q();
-      tile::cp_async_wait(e_, 0);
-    });
-  start_products();  // Q (when loaded) and the initialised mbarriers, for every warp
-  return producer;
+  start_products();
+  return B.CreateICmpUGE(warp_, e_.c32(warps));
 }
 
+// The persistent walk's mbarriers after the stages' (ForwardSmem::barriers), two of each kind.
+Value* ForwardKernel::walk_bar(int kind, int b) { return e_.b.CreateAdd(bars_, e_.c32(16 * S + 16 * kind + 8 * b)); }
+Value* ForwardKernel::walk_bar(int kind, Value* b) {
+  return e_.b.CreateAdd(walk_bar(kind, 0), e_.b.CreateShl(b, e_.c32(3)));
+}
+
+// Round u of a ring of n buffers uses buffer u % n in its (u / n)-th phase. A waiter for the data
+// waits for that phase's parity; a writer refilling the buffer (u ≥ n) waits for the previous
+// phase of its "empty" mbarrier.
+namespace {
+struct Ring {
+  Value *buffer, *full_parity, *empty_parity, *refill;
+};
+Ring ring_at(tile::Emitter& e, Value* u, int n) {
+  auto& B = e.b;
+  Value* phase = n == 1 ? u : B.CreateLShr(u, e.c32(1));
+  return {n == 1 ? e.c32(0) : B.CreateAnd(u, e.c32(1)), B.CreateAnd(phase, e.c32(1)),
+          B.CreateAnd(B.CreateAdd(phase, e.c32(1)), e.c32(1)), B.CreateICmpUGE(u, e.c32(n))};
+}
+}  // namespace
+
 // Persistent walks (ForwardPlan::persistent) hand each claimed tile index from the producer's
-// first warp to the other eleven through a double-buffered shared slot and one named barrier that
-// every thread of the CTA syncs at (PTX ISA §9.7.13.1: bar.sync orders the memory accesses of the
-// threads taking part): round r writes slot r mod 2 before the barrier and is read after it. The
-// write of round r + 2 into the same slot comes after the writer's sync of round r + 1, which
-// needs every reader there, past its read of round r. The producer's other warps already waited
-// at that barrier for the compute warps; the first warp now waits with them. The arrive/sync form
-// (one slot, a second barrier for "slot empty") is as correct but compute-sanitizer's racecheck
-// reports every such hand-over as a hazard (docs/perf-notes.md §27).
-Value* ForwardKernel::tile_slot(Value* round) {
-  auto& B = e_.b;
-  return B.CreateAdd(bars_, B.CreateAdd(e_.c32(16 * S), B.CreateShl(B.CreateAnd(round, e_.c32(1)), e_.c32(2))));
+// first thread to the other eleven warps through a double-buffered shared slot guarded by
+// mbarriers (FlashAttention-3's scheduler hand-over): round r writes slot r mod 2 and arrives at its
+// "full" mbarrier (release), readers wait on it (acquire), read, and arrive at its "empty" one,
+// which the writer waits on before round r + 2 writes the slot again. The producer waits for no
+// other warp at the tile boundary, so it runs on into the next tile's copies while the compute
+// warps finish this one. compute-sanitizer's racecheck reports the
+// arrive/sync named-barrier form of the same hand-over as a hazard and the mbarrier form as none
+// (docs/perf-notes.md §27).
+Value* ForwardKernel::tile_slot(Value* b) {
+  return e_.b.CreateAdd(bars_, e_.b.CreateAdd(e_.c32(16 * S + 64), e_.b.CreateShl(b, e_.c32(2))));
 }
 
 void ForwardKernel::publish_tile(Value* t, Value* round) {
   auto& B = e_.b;
+  const Ring r = ring_at(e_, round, 2);
   e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "tile.write", [&] {
-    tile::inline_ptx(e_, B.getVoidTy(), {tile_slot(round), t}, "st.shared.u32 [$0], $1;", "r,r,~{memory}");
+    e_.when(r.refill, "tile.slot", [&] { tile::mbarrier_wait(e_, walk_bar(kSlotEmpty, r.buffer), r.empty_parity); });
+    tile::inline_ptx(e_, B.getVoidTy(), {tile_slot(r.buffer), t}, "st.shared.u32 [$0], $1;", "r,r,~{memory}");
+    tile::mbarrier_arrive(e_, walk_bar(kSlotFull, r.buffer));
   });
-  tile::sync_named(e_, kTileFull, plan_.threads);
 }
 
+// Lane 0 reads the slot and hands the index to its warp, so its arrival follows the warp's read.
 Value* ForwardKernel::take_tile(Value* round) {
-  tile::sync_named(e_, kTileFull, plan_.threads);
-  return tile::inline_ptx(e_, e_.i32(), {tile_slot(round)}, "ld.shared.u32 $0, [$1];", "=r,r,~{memory}");
+  auto& B = e_.b;
+  const Ring r = ring_at(e_, round, 2);
+  llvm::AllocaInst* got = e_.var(e_.i32(), "tile.got", e_.c32(0));
+  e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "tile.read", [&] {
+    tile::mbarrier_wait(e_, walk_bar(kSlotFull, r.buffer), r.full_parity);
+    B.CreateStore(tile::inline_ptx(e_, e_.i32(), {tile_slot(r.buffer)}, "ld.shared.u32 $0, [$1];", "=r,r,~{memory}"),
+                  got);
+    tile::mbarrier_arrive(e_, walk_bar(kSlotEmpty, r.buffer));
+  });
+  return tile::shfl_idx(e_, B.CreateLoad(e_.i32(), got), 0);
+}
+
+// Q buffer `b` (ForwardPlan::q_buffers).
+SmemTile ForwardKernel::q_buffer(Value* b) {
+  auto& B = e_.b;
+  if (plan_.q_buffers == 1) return q_smem_;
+  Value* second = B.CreateAdd(smem_, e_.c32(plan_.smem.q2));
+  return SmemTile{B.CreateSelect(B.CreateICmpEQ(b, e_.c32(0)), q_smem_.base, second), BM};
 }
 
 // `while (t < total) body(t);` with t in a variable that body advances.
@@ -98,8 +120,12 @@ void ForwardKernel::tile_loop(llvm::AllocaInst* t, Value* total, const char* nam
 // Every warp knows the CTA's first tile; the producer's first thread claims each next one once
 // this tile's copies are issued, num_stages steps before the compute warps finish it: claimed when
 // the tile starts, a CTA would hold one tile in reserve through a whole long tile while others ran
-// dry (§23 of docs/perf-notes.md). The compute warps take the next index when their products have
-// read this tile's Q, load that tile's Q, then store this tile's O.
+// dry (§23 of docs/perf-notes.md). With two Q buffers (ForwardPlan::q_buffers) the producer loads
+// each tile's Q, once the tile two back is done with its buffer, and then its K/V stages; the
+// compute warps free the buffer when their last product of the tile has been waited for, take the
+// next index and store this tile's O. With one, the compute warps load the next tile's Q
+// themselves once all of them are past their last product, before they store O; the producer still
+// runs on into the next tile's K/V.
 void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   auto& B = e_.b;
   Value* first = B.CreateAdd(tile::block_id(e_, 0),
@@ -110,11 +136,37 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   Value* total = B.CreateMul(q_tiles_, B.CreateMul(arg(kParamGridHeads), arg(kParamGridBatch)));
   llvm::AllocaInst* steps = e_.var(e_.i32(), "steps", e_.c32(0));  // pipeline steps of the tiles before
   llvm::AllocaInst* tile = e_.var(e_.i32(), "tile", first);
+  llvm::AllocaInst* round = e_.var(e_.i32(), "tile.round", e_.c32(0));  // tiles walked so far
   bars_ = B.CreateAdd(smem_, e_.c32(plan_.smem.barriers));
-  Value* producer = split_warpgroups(/*with_q=*/false);
+  Value* producer = split_warpgroups();
   auto walk = [&](Value* t) {
     enter_tile_at(t);
     step0_ = B.CreateLoad(e_.i32(), steps);
+  };
+  // The walk's next tile: claimed by the producer's first thread, taken by every other warp.
+  auto advance = [&](Value* is_lead) {
+    Value* u = B.CreateLoad(e_.i32(), round);
+    B.CreateStore(B.CreateAdd(step0_, walk_->count()), steps);
+    B.CreateStore(B.CreateAdd(u, e_.c32(1)), round);
+    llvm::BasicBlock* claim = llvm::BasicBlock::Create(e_.ctx, "tile.claim", fn_);
+    llvm::BasicBlock* take = llvm::BasicBlock::Create(e_.ctx, "tile.take", fn_);
+    llvm::BasicBlock* next = llvm::BasicBlock::Create(e_.ctx, "tile.next", fn_);
+    B.CreateCondBr(is_lead, claim, take);
+    B.SetInsertPoint(claim);
+    llvm::AllocaInst* claimed = e_.var(e_.i32(), "tile.claimed", e_.c32(0));
+    e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "tile.count", [&] {
+      Value* old = B.CreateAtomicRMW(llvm::AtomicRMWInst::Add, arg(kParamTileCounter), e_.c32(1), llvm::MaybeAlign(4),
+                                     llvm::AtomicOrdering::Monotonic);
+      B.CreateStore(B.CreateAdd(old, stride), claimed);
+    });
+    Value* mine = tile::shfl_idx(e_, B.CreateLoad(e_.i32(), claimed), 0);
+    publish_tile(mine, u);
+    B.CreateStore(mine, tile);
+    B.CreateBr(next);
+    B.SetInsertPoint(take);
+    B.CreateStore(take_tile(u), tile);
+    B.CreateBr(next);
+    B.SetInsertPoint(next);
   };
   llvm::BasicBlock* prod = llvm::BasicBlock::Create(e_.ctx, "producer", fn_);
   llvm::BasicBlock* compute = llvm::BasicBlock::Create(e_.ctx, "compute", fn_);
@@ -123,60 +175,54 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   B.SetInsertPoint(prod);
   tile::set_max_registers(e_, plan_.producer_registers, false);
   Value* lead = B.CreateICmpEQ(warp_, e_.c32(plan_.config.num_warps));  // the producer's first warp
-  llvm::AllocaInst* round = e_.var(e_.i32(), "tile.round", e_.c32(0));  // hand-overs so far
-  llvm::AllocaInst* claimed = e_.var(e_.i32(), "tile.claimed", e_.c32(0));
   tile_loop(tile, total, "tiles.produce", [&](Value* t) {
     walk(t);
+    if (Q_AHEAD) {
+      const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round), 2);
+      e_.when(q.refill, "q.refill", [&] { tile::mbarrier_wait(e_, walk_bar(kQEmpty, q.buffer), q.empty_parity); });
+      load_q_rows(q_buffer(q.buffer), q_base_, q_start_, 128, B.CreateSub(tid_, e_.c32(plan_.compute_threads)));
+      tile::cp_async_mbarrier_arrive(e_, walk_bar(kQFull, q.buffer));
+    }
     produce();
-    B.CreateStore(B.CreateAdd(step0_, walk_->count()), steps);
-    llvm::BasicBlock* publish = llvm::BasicBlock::Create(e_.ctx, "tile.publish", fn_);
-    llvm::BasicBlock* take = llvm::BasicBlock::Create(e_.ctx, "tile.take", fn_);
-    llvm::BasicBlock* next = llvm::BasicBlock::Create(e_.ctx, "tile.next", fn_);
-    B.CreateCondBr(lead, publish, take);
-    B.SetInsertPoint(publish);
-    e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "tile.claim", [&] {
-      Value* old = B.CreateAtomicRMW(llvm::AtomicRMWInst::Add, arg(kParamTileCounter), e_.c32(1), llvm::MaybeAlign(4),
-                                     llvm::AtomicOrdering::Monotonic);
-      B.CreateStore(B.CreateAdd(old, stride), claimed);
-    });
-    Value* mine = tile::shfl_idx(e_, B.CreateLoad(e_.i32(), claimed), 0);
-    publish_tile(mine, B.CreateLoad(e_.i32(), round));
-    B.CreateStore(mine, tile);
-    B.CreateBr(next);
-    B.SetInsertPoint(take);
-    B.CreateStore(take_tile(B.CreateLoad(e_.i32(), round)), tile);
-    B.CreateBr(next);
-    B.SetInsertPoint(next);
-    B.CreateStore(B.CreateAdd(B.CreateLoad(e_.i32(), round), e_.c32(1)), round);
+    advance(lead);
   });
   tile::cp_async_wait(e_, 0);
   B.CreateRetVoid();
 
   B.SetInsertPoint(compute);
   tile::set_max_registers(e_, plan_.compute_registers, true);
-  prepare_products();
   const int computing = plan_.compute_threads;
-  auto load_q_of = [&](Value* t) {
+  auto load_q_of = [&](Value* t) {  // one Q buffer: the compute warps load it
     const TileAt at = tile_at(t);
     Value* off = slice_offset(e_, strides_[0], at.batch, e_.c32(0), at.head);
-    load_q_rows(B.CreateGEP(B.getInt16Ty(), arg(kParamQ), off), B.CreateMul(at.q_tile, e_.c32(BM)));
+    load_q_rows(q_smem_, B.CreateGEP(B.getInt16Ty(), arg(kParamQ), off), B.CreateMul(at.q_tile, e_.c32(BM)), computing,
+                tid_);
   };
-  e_.when(B.CreateICmpSLT(first, total), "first_q", [&] { load_q_of(first); });
-  llvm::AllocaInst* taken = e_.var(e_.i32(), "tile.round", e_.c32(0));
+  if (!Q_AHEAD) e_.when(B.CreateICmpSLT(first, total), "first_q", [&] { load_q_of(first); });
   tile_loop(tile, total, "tiles", [&](Value* t) {
     walk(t);
-    tile::cp_async_wait(e_, 0);  // this tile's Q
-    tc_->publish_shared(e_);
-    tile::sync_named(e_, kComputeBarrier, computing);
+    const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round), 2);
+    if (Q_AHEAD) {
+      tc_->prepare(e_, q_buffer(q.buffer));
+      tile::mbarrier_wait(e_, walk_bar(kQFull, q.buffer), q.full_parity);
+    } else {
+      tc_->prepare(e_, q_smem_);
+      tile::cp_async_wait(e_, 0);
+      tile::sync_named(e_, kComputeBarrier, computing);
+    }
     init_state();
-    for_each_key_tile(body);
-    tile::sync_named(e_, kComputeBarrier, computing);  // every product that reads Q has been waited for
-    Value* next = take_tile(B.CreateLoad(e_.i32(), taken));
-    B.CreateStore(B.CreateAdd(B.CreateLoad(e_.i32(), taken), e_.c32(1)), taken);
-    e_.when(B.CreateICmpSLT(next, total), "next_q", [&] { load_q_of(next); });
+    for_each_key_tile(body);  // each product waited for before it returns
+    if (Q_AHEAD)
+      e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "q.release",
+              [&] { tile::mbarrier_arrive(e_, walk_bar(kQEmpty, q.buffer)); });
+    else
+      tile::sync_named(e_, kComputeBarrier, computing);  // every product that reads Q has been waited for
+    advance(B.getFalse());
+    if (!Q_AHEAD) {
+      Value* next = B.CreateLoad(e_.i32(), tile);
+      e_.when(B.CreateICmpSLT(next, total), "next_q", [&] { load_q_of(next); });
+    }
     store_output();
-    B.CreateStore(B.CreateAdd(step0_, walk_->count()), steps);
-    B.CreateStore(next, tile);
   });
   B.CreateRetVoid();
 }

@@ -43,7 +43,8 @@ ForwardSmem layout_smem(const TileConfig& c, int d_qk_pad, int d_v_pad) {
   m.k_stage = c.block_n * d_qk_pad * 2;
   m.v_stage = c.block_n * d_v_pad * 2;
   m.q = 0;
-  m.k = c.block_m * d_qk_pad * 2;
+  m.q_bytes = c.block_m * d_qk_pad * 2;
+  m.k = m.q_bytes;
   m.v = m.k + c.num_stages * m.k_stage;
   m.total = m.v + c.num_stages * m.v_stage;
   return m;
@@ -211,9 +212,18 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     p.threads += 128;
     split_registers(p);
     p.persistent = true;
-    // The stages' mbarriers, then the persistent walk's claimed tile index in two i32 slots (rounds
-    // alternate between them; 8 bytes keep the mbarriers' 8-byte alignment for whatever follows).
-    const int bytes = 16 * c.num_stages + 8;
+    // The stages' mbarriers, the persistent walk's eight (tile hand-over and Q buffers), then its
+    // claimed tile index in two i32 slots (rounds alternate between them; 8 bytes keep the
+    // mbarriers' 8-byte alignment for whatever follows).
+    const int bytes = 16 * c.num_stages + 64 + 8;
+    // A second Q buffer goes after the K/V stages (its offset a multiple of 1024, as wgmma's
+    // swizzle needs), where the CTA still fits.
+    if (p.shared_bytes + p.smem.q_bytes + bytes <= max_shared_bytes(target.arch)) {
+      p.q_buffers = 2;
+      p.smem.q2 = p.smem.total;
+      p.smem.total += p.smem.q_bytes;
+      p.shared_bytes += p.smem.q_bytes;
+    }
     p.smem.barriers = p.smem.total;
     p.smem.total += bytes;
     p.shared_bytes += bytes;
@@ -263,7 +273,7 @@ std::string ForwardPlan::describe() const {
   if (spec->score) o << " score=" << s.score;
   if (has_map()) o << " +blockmap";
   if (producer) o << " +producer";
-  if (persistent) o << " +persistent";
+  if (persistent) o << " +persistent" << (q_buffers > 1 ? "(q-ahead)" : "");
   if (last_tile_first) o << " +last-tile-first";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << (dependent_launch ? " +split(dependent-launch)" : " +split");

@@ -16,12 +16,15 @@ namespace flashjit {
 // XOR-swizzled by row % 8 inside each 128-byte row (compiler/tile/smem_tile.hpp).
 struct ForwardSmem {
   int q = 0;          // [block_m][d_qk_pad]
+  int q2 = 0;         // the second Q buffer (ForwardPlan::q_buffers 2), after the K/V stages
   int k = 0;          // num_stages × [block_n][d_qk_pad]
   int v = 0;          // num_stages × [block_n][d_v_pad]
   int k_stage = 0, v_stage = 0;
   // Producer warpgroup: num_stages "full" then num_stages "empty" mbarriers, 8 B each; with
-  // persistent CTAs then the claimed tile index, double-buffered (two i32).
+  // persistent CTAs then the tile hand-over's and the Q buffers' mbarriers (two "full" and two
+  // "empty" each) and the claimed tile index, double-buffered (two i32).
   int barriers = 0;
+  int q_bytes = 0;  // one Q buffer
   int total = 0;
 };
 
@@ -57,11 +60,16 @@ struct ForwardPlan {
   // neighbours, which share their head's K/V in L2, and long and short tiles spread over the SMs
   // (a static stride gave one CTA the long causal tiles and another the short: §23 of
   // docs/perf-notes.md). The producer warpgroup claims the next index once this tile's copies are
-  // issued and hands it to every warp through a shared slot at a CTA-wide named barrier, which the
-  // compute warps reach when they finish this tile; the producer then issues the next tile's K/V
-  // while the compute warps load its Q and store this one's O. Producer plans only (one CTA per
-  // SM by shared memory); the runtime picks the grid (FLASHJIT_PERSISTENT).
+  // issued and hands it to every warp through a shared slot and mbarriers; the producer then loads
+  // the next tile's Q and K/V while the compute warps finish this one and store its O. Producer
+  // plans only (one CTA per SM by shared memory); the runtime picks the grid (FLASHJIT_PERSISTENT).
   bool persistent = false;
+  // Persistent: the Q buffers the producer loads into (tile u of a CTA's walk in buffer
+  // u % q_buffers). With two, the producer loads the next tile's Q and issues its first K/V
+  // copies while the compute warps finish this tile, so no load latency is left at the tile
+  // boundary. One where shared memory has no room for a second (d = 256): the compute warps then
+  // load the next tile's Q after their last product of this one.
+  int q_buffers = 1;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
   // waits for the partials (tile::launch_dependents / wait_prerequisites), so its launch and

@@ -229,9 +229,23 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   REQUIRE(p.producer);
   CHECK(p.threads == 384);
   CHECK(p.compute_threads == 256);
-  CHECK(p.smem.barriers == 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2);  // after Q and the K/V stages
-  // A full and an empty mbarrier per stage, then the persistent walk's tile index (8 bytes).
-  CHECK(p.shared_bytes == p.smem.barriers + 2 * 2 * 8 + 8 + 1024);
+  // Q, the K/V stages, then the persistent walk's second Q buffer (at a multiple of 1024 bytes,
+  // as wgmma's swizzle needs) and the mbarriers.
+  CHECK(p.q_buffers == 2);
+  CHECK(p.smem.q2 == 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2);
+  CHECK(p.smem.q2 % 1024 == 0);
+  CHECK(p.smem.barriers == p.smem.q2 + 128 * 128 * 2);
+  // A full and an empty mbarrier per stage, eight for the walk (tile slot and Q ring, a full and an
+  // empty each, two of each), then the walk's tile index (8 bytes), within sm_90's 227 KB.
+  CHECK(p.shared_bytes == p.smem.barriers + 2 * 2 * 8 + 8 * 8 + 8 + 1024);
+  CHECK(p.shared_bytes <= 227 * 1024);
+  CHECK_THAT(p.describe(), Catch::Contains("+persistent(q-ahead)"));
+  // d = 256 has no room for a second 64 KB Q buffer beside two stages of K/V: one.
+  const ForwardPlan wide = plan(256, sm90, {128, 64, 8, 2});
+  REQUIRE(wide.producer);
+  CHECK(wide.q_buffers == 1);
+  CHECK(wide.smem.barriers == 128 * 256 * 2 + 2 * 2 * 64 * 256 * 2);
+  CHECK_THAT(wide.describe(), !Catch::Contains("q-ahead"));
   CHECK(p.min_ctas_per_sm == 1);
   CHECK_THAT(p.describe(), Catch::Contains("+producer"));
   // setmaxnreg moves registers within the launch's allocation (168 per thread at 384 threads):
@@ -333,12 +347,29 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   // The runtime learns it from the compiled kernel, and launches such kernels one CTA per SM.
   const CompiledKernel c = compile_to_ptx(spec_of(128, "causal"));
   CHECK(c.persistent);
-  // The compute warpgroups hand Q from tile to tile on their own named barrier (256 threads), not
-  // the CTA's. The claimed tile index goes to every warp at a barrier all 384 threads bar.sync at,
-  // with no bar.arrive: racecheck reports an arrive/sync hand-over as a hazard (perf-notes §27).
-  CHECK_THAT(c.ptx, Catch::Contains("3, 256;"));
-  CHECK_THAT(c.ptx, Catch::Contains("4, 384;"));
-  CHECK_THAT(c.ptx, !Catch::Contains("bar.arrive") && !Catch::Contains("\tbarrier.arrive"));
+  // The claimed tile index and each tile's Q go through mbarriers: the one CTA barrier left is
+  // the one after their initialisation, and there is no named barrier, which would make a warp
+  // wait for the others at the tile boundary (and whose arrive/sync form racecheck reports as a
+  // hazard, perf-notes §27). Two per stage and eight for the walk.
+  auto count = [&](const std::string& ptx, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count(c.ptx, "bar.sync") == 1);
+  CHECK(count(c.ptx, "bar.sync \t0;") == 1);
+  CHECK(count(c.ptx, "barrier.sync") == 0);
+  CHECK(count(c.ptx, "\tbar.arrive") + count(c.ptx, "\tbarrier.arrive") == 0);
+  CHECK(count(c.ptx, "mbarrier.init.shared.b64") == 2 * 2 + 8);
+  // d = 256 has one Q buffer, which the compute warps load: their own named barrier (256 threads)
+  // orders their copies before their products and their last products before the next copies;
+  // the tile index still goes through the mbarriers (no Q ring's).
+  const CompiledKernel wide = compile_to_ptx(spec_of(256, "causal"));
+  REQUIRE(wide.persistent);
+  CHECK(count(wide.ptx, "barrier.sync \t3, 256;") == 2);
+  CHECK(count(wide.ptx, "bar.sync") == 1);
+  CHECK(count(wide.ptx, "\tbar.arrive") + count(wide.ptx, "\tbarrier.arrive") == 0);
+  CHECK(count(wide.ptx, "mbarrier.init.shared.b64") == 2 * 2 + 4);
   CompileOptions one_warpgroup;
   one_warpgroup.config = TileConfig{64, 128, 4, 2};
   CHECK_FALSE(compile_to_ptx(spec_of(128, "causal"), one_warpgroup).persistent);
