@@ -40,18 +40,18 @@ Value* ForwardKernel::walk_bar(int kind, Value* b) {
   return e_.b.CreateAdd(walk_bar(kind, 0), e_.b.CreateShl(b, e_.c32(3)));
 }
 
-// Round u of a ring of n buffers uses buffer u % n in its (u / n)-th phase. A waiter for the data
-// waits for that phase's parity; a writer refilling the buffer (u ≥ n) waits for the previous
-// phase of its "empty" mbarrier.
+// Round u of a two-buffer ring (the tile slot, the Q buffers) uses buffer u % 2 in its (u / 2)-th
+// phase. A waiter for the data waits for that phase's parity; a writer refilling the buffer
+// (u ≥ 2) waits for the previous phase of its "empty" mbarrier.
 namespace {
 struct Ring {
   Value *buffer, *full_parity, *empty_parity, *refill;
 };
-Ring ring_at(tile::Emitter& e, Value* u, int n) {
+Ring ring_at(tile::Emitter& e, Value* u) {
   auto& B = e.b;
-  Value* phase = n == 1 ? u : B.CreateLShr(u, e.c32(1));
-  return {n == 1 ? e.c32(0) : B.CreateAnd(u, e.c32(1)), B.CreateAnd(phase, e.c32(1)),
-          B.CreateAnd(B.CreateAdd(phase, e.c32(1)), e.c32(1)), B.CreateICmpUGE(u, e.c32(n))};
+  Value* phase = B.CreateLShr(u, e.c32(1));
+  return {B.CreateAnd(u, e.c32(1)), B.CreateAnd(phase, e.c32(1)), B.CreateAnd(B.CreateAdd(phase, e.c32(1)), e.c32(1)),
+          B.CreateICmpUGE(u, e.c32(2))};
 }
 }  // namespace
 
@@ -70,7 +70,7 @@ Value* ForwardKernel::tile_slot(Value* b) {
 
 void ForwardKernel::publish_tile(Value* t, Value* round) {
   auto& B = e_.b;
-  const Ring r = ring_at(e_, round, 2);
+  const Ring r = ring_at(e_, round);
   e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "tile.write", [&] {
     e_.when(r.refill, "tile.slot", [&] { tile::mbarrier_wait(e_, walk_bar(kSlotEmpty, r.buffer), r.empty_parity); });
     tile::inline_ptx(e_, B.getVoidTy(), {tile_slot(r.buffer), t}, "st.shared.u32 [$0], $1;", "r,r,~{memory}");
@@ -81,7 +81,7 @@ void ForwardKernel::publish_tile(Value* t, Value* round) {
 // Lane 0 reads the slot and hands the index to its warp, so its arrival follows the warp's read.
 Value* ForwardKernel::take_tile(Value* round) {
   auto& B = e_.b;
-  const Ring r = ring_at(e_, round, 2);
+  const Ring r = ring_at(e_, round);
   llvm::AllocaInst* got = e_.var(e_.i32(), "tile.got", e_.c32(0));
   e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "tile.read", [&] {
     tile::mbarrier_wait(e_, walk_bar(kSlotFull, r.buffer), r.full_parity);
@@ -92,10 +92,9 @@ Value* ForwardKernel::take_tile(Value* round) {
   return tile::shfl_idx(e_, B.CreateLoad(e_.i32(), got), 0);
 }
 
-// Q buffer `b` (ForwardPlan::q_buffers).
+// Q buffer `b` of the two (ForwardPlan::q_buffers).
 SmemTile ForwardKernel::q_buffer(Value* b) {
   auto& B = e_.b;
-  if (plan_.q_buffers == 1) return q_smem_;
   Value* second = B.CreateAdd(smem_, e_.c32(plan_.smem.q2));
   return SmemTile{B.CreateSelect(B.CreateICmpEQ(b, e_.c32(0)), q_smem_.base, second), BM};
 }
@@ -178,7 +177,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   tile_loop(tile, total, "tiles.produce", [&](Value* t) {
     walk(t);
     if (Q_AHEAD) {
-      const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round), 2);
+      const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round));
       e_.when(q.refill, "q.refill", [&] { tile::mbarrier_wait(e_, walk_bar(kQEmpty, q.buffer), q.empty_parity); });
       load_q_rows(q_buffer(q.buffer), q_base_, q_start_, 128, B.CreateSub(tid_, e_.c32(plan_.compute_threads)));
       tile::cp_async_mbarrier_arrive(e_, walk_bar(kQFull, q.buffer));
@@ -201,7 +200,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   if (!Q_AHEAD) e_.when(B.CreateICmpSLT(first, total), "first_q", [&] { load_q_of(first); });
   tile_loop(tile, total, "tiles", [&](Value* t) {
     walk(t);
-    const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round), 2);
+    const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round));
     if (Q_AHEAD) {
       tc_->prepare(e_, q_buffer(q.buffer));
       tile::mbarrier_wait(e_, walk_bar(kQFull, q.buffer), q.full_parity);
