@@ -60,15 +60,16 @@ struct ForwardPlan {
   // neighbours, which share their head's K/V in L2, and long and short tiles spread over the SMs
   // (a static stride gave one CTA the long causal tiles and another the short: §23 of
   // docs/perf-notes.md). The producer warpgroup claims the next index once this tile's copies are
-  // issued and hands it to every warp through a shared slot and mbarriers; the producer then loads
-  // the next tile's Q and K/V while the compute warps finish this one and store its O. Producer
-  // plans only (one CTA per SM by shared memory); the runtime picks the grid (FLASHJIT_PERSISTENT).
+  // issued and hands it to every warp through a shared slot and mbarriers; the producer then runs
+  // on into the next tile's K/V (and Q, q_buffers) while the compute warps finish this one and
+  // store its O. Producer plans only (one CTA per SM by shared memory); the runtime picks the grid
+  // (FLASHJIT_PERSISTENT).
   bool persistent = false;
-  // Persistent: the Q buffers the producer loads into (tile u of a CTA's walk in buffer
-  // u % q_buffers). With two, the producer loads the next tile's Q and issues its first K/V
-  // copies while the compute warps finish this tile, so no load latency is left at the tile
-  // boundary. One where shared memory has no room for a second (d = 256): the compute warps then
-  // load the next tile's Q after their last product of this one.
+  // Persistent: Q buffers. With two (tile u of a CTA's walk in buffer u % 2), the producer loads
+  // each tile's Q and issues its first K/V copies while the compute warps finish the tile before,
+  // so no load latency is left at the tile boundary. One where shared memory has no room for a
+  // second (d = 256): the compute warps then load the next tile's Q after their last product of
+  // this one.
   int q_buffers = 1;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
