@@ -61,9 +61,8 @@ Ring ring_at(tile::Emitter& e, Value* u) {
 // "full" mbarrier (release), readers wait on it (acquire), read, and arrive at its "empty" one,
 // which the writer waits on before round r + 2 writes the slot again. The producer waits for no
 // other warp at the tile boundary, so it runs on into the next tile's copies while the compute
-// warps finish this one. compute-sanitizer's racecheck reports the
-// arrive/sync named-barrier form of the same hand-over as a hazard and the mbarrier form as none
-// (docs/perf-notes.md §27).
+// warps finish this one. compute-sanitizer's racecheck reports the arrive/sync named-barrier form
+// of the same hand-over as a hazard and the mbarrier form as none (docs/perf-notes.md §27).
 Value* ForwardKernel::tile_slot(Value* b) {
   return e_.b.CreateAdd(bars_, e_.b.CreateAdd(e_.c32(16 * S + 64), e_.b.CreateShl(b, e_.c32(2))));
 }
