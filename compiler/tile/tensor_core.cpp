@@ -150,26 +150,38 @@ class WarpgroupMma final : public TensorCore {
     return s;
   }
 
-  void wait(Emitter& e, RegTile& t, int pending) override {
+  void wait(Emitter& e, RegTile& t, int pending, std::vector<Value*>* also = nullptr) override {
     std::vector<Value*> vals;
     for (auto& row : t)
       for (auto& f : row) vals.insert(vals.end(), f.begin(), f.end());
+    if (also) vals.insert(vals.end(), also->begin(), also->end());
     wgmma_wait(e, vals, pending);
     size_t k = 0;
     for (auto& row : t)
       for (auto& f : row)
         for (Value*& x : f) x = vals[k++];
+    if (also) std::copy(vals.begin() + k, vals.end(), also->begin());
   }
 
   void mma_pv(Emitter& e, RegTile& out, const RegTile& p, const SmemTile& v) override {
+    mma_pv_async(e, out, pack_p(e, p), v);
+    wait(e, out, 0);
+  }
+
+  std::vector<Value*> pack_p(Emitter& e, const RegTile& p) override {
+    std::vector<Value*> p_regs;
+    for (int kc = 0; kc < s_.cols / 16; ++kc)
+      for (Value* r : pack_a(e, p, 0, kc, s_.dtype)) p_regs.push_back(r);
+    return p_regs;
+  }
+
+  void mma_pv_async(Emitter& e, RegTile& out, std::vector<Value*> p_regs, const SmemTile& v) override {
     auto& B = e.b;
     const int BN = s_.cols, NT = BN / 8, OT = s_.out_tiles;
     // One instruction per 16 keys and 64-column panel of O (the last one n = what is left).
-    std::vector<Value*> acc, p_regs;
+    std::vector<Value*> acc;
     for (int ot = 0; ot < OT; ++ot)
       for (int i = 0; i < 4; ++i) acc.push_back(out[0][ot][i]);
-    for (int kc = 0; kc < NT / 2; ++kc)
-      for (Value* r : pack_a(e, p, 0, kc, s_.dtype)) p_regs.push_back(r);
     const size_t n_acc = acc.size();
     acc.insert(acc.end(), p_regs.begin(), p_regs.end());
     wgmma_fence(e, acc);  // O was just rescaled and P packed by ordinary instructions
@@ -187,7 +199,6 @@ class WarpgroupMma final : public TensorCore {
       }
     }
     wgmma_commit(e);
-    wgmma_wait(e, acc);
     for (int ot = 0; ot < OT; ++ot)
       for (int i = 0; i < 4; ++i) out[0][ot][i] = acc[4 * ot + i];
   }
@@ -198,6 +209,14 @@ class WarpgroupMma final : public TensorCore {
 };
 
 }  // namespace
+
+std::vector<Value*> TensorCore::pack_p(Emitter&, const RegTile&) {
+  throw Error(ErrorKind::internal, "internal error: P packed for an asynchronous product on mma.sync");
+}
+
+void TensorCore::mma_pv_async(Emitter&, RegTile&, std::vector<Value*>, const SmemTile&) {
+  throw Error(ErrorKind::internal, "internal error: an asynchronous P·V product on mma.sync");
+}
 
 std::unique_ptr<TensorCore> make_tensor_core(bool warpgroup, const MmaShape& shape, Value* warp, Value* lane) {
   if (warpgroup) return std::make_unique<WarpgroupMma>(shape, warp);

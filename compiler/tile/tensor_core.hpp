@@ -41,10 +41,16 @@ class TensorCore {
   // its values are valid only after wait(). Where products are synchronous, mma_abt.
   virtual RegTile mma_abt_async(Emitter& e, const SmemTile& b) { return mma_abt(e, b); }
   // Waits until at most `pending` issued products are still in flight, and orders every later use
-  // of `t` (a tile mma_abt_async returned) after that.
-  virtual void wait(Emitter& /*e*/, RegTile& /*t*/, int /*pending*/) {}
+  // of `t` (a tile mma_abt_async returned) after that; `also` (the registers of another product in
+  // flight, e.g. the accumulators of a P·V issued before) are threaded through the wait too, so
+  // that their uses take the values after it.
+  virtual void wait(Emitter& /*e*/, RegTile& /*t*/, int /*pending*/, std::vector<llvm::Value*>* /*also*/ = nullptr) {}
   // acc += P·V: P (rows × cols, fp32, rounded to the dtype here) times V (cols × out, MN-major).
   virtual void mma_pv(Emitter& e, RegTile& acc, const RegTile& p, const SmemTile& v) = 0;
+  // wgmma only (ForwardPlan::rotated): P rounded to the dtype and packed as the P·V product's A
+  // registers, and acc += P·V issued from them and not waited for (wait(acc, ·) before acc's use).
+  virtual std::vector<llvm::Value*> pack_p(Emitter& e, const RegTile& p);
+  virtual void mma_pv_async(Emitter& e, RegTile& acc, std::vector<llvm::Value*> p_regs, const SmemTile& v);
 };
 
 // wgmma when `warpgroup`, else mma.sync. `warp` and `lane` are this thread's (%tid.x / 32, % 32).

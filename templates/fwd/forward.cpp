@@ -46,7 +46,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       PAGED(plan.target.paged),
       PRODUCER(plan.producer),
       PERSISTENT(plan.persistent),
-      Q_AHEAD(plan.persistent && plan.q_buffers > 1) {
+      Q_AHEAD(plan.persistent && plan.q_buffers > 1),
+      ROTATED(plan.rotated) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -191,7 +192,7 @@ tile::GlobalRows ForwardKernel::kv_rows(Value* j, Value* entry, int t) {
 // and loads step j + 1's there, so a table load has a whole step to arrive instead of standing
 // between the warp and its cp.asyncs (paged decode with short walks per CTA, §12.2 of
 // docs/perf-notes.md).
-void ForwardKernel::issue_kv(Value* j, Value* entry, bool once, bool ahead) {
+void ForwardKernel::issue_kv(Value* j, Value* entry, bool once, bool ahead, int parts) {
   auto& B = e_.b;
   Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
   tile::GlobalRows k = kv_rows(j, entry, 1), v = kv_rows(j, entry, 2);
@@ -206,8 +207,10 @@ void ForwardKernel::issue_kv(Value* j, Value* entry, bool once, bool ahead) {
   // With a producer warpgroup only it issues copies: its 128 threads share them.
   const int threads = PRODUCER ? 128 : plan_.threads;
   Value* tid = PRODUCER ? B.CreateSub(tid_, e_.c32(plan_.compute_threads)) : tid_;
-  tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), k, spec_.head_dim_qk, threads, tid, once);
-  tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), v, spec_.head_dim_v, threads, tid, once);
+  if (parts & 1)
+    tile::copy_rows(e_, stage_tile(plan_.smem.k, plan_.smem.k_stage, stage), k, spec_.head_dim_qk, threads, tid, once);
+  if (parts & 2)
+    tile::copy_rows(e_, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage), v, spec_.head_dim_v, threads, tid, once);
   if (ahead && !pages_ahead_.empty()) keep_pages_ahead(B.CreateAdd(j, e_.c32(1)));
 }
 

@@ -49,6 +49,8 @@ class ForwardKernel {
   void prepare_products();
   void init_state();
   void for_each_key_tile(const std::function<void(KeyTile&)>& body);
+  // ForwardPlan::rotated: the same steps, each P·V product issued together with the next S.
+  void rotated_walk();
   RegTile scores(const KeyTile& t) { return tc_->mma_abt(e_, t.k); }
   void modify_scores(RegTile& s, KeyTile& t);
   void mask_scores(RegTile& s, const KeyTile& t);
@@ -86,10 +88,15 @@ class ForwardKernel {
   void load_q_rows(const SmemTile& dst, Value* q_base, Value* q_start, int threads, Value* tid);
   void start_products();
   void produce();
-  // Stage `stage`'s "full" and "empty" mbarriers (ForwardPlan::producer).
+  // Stage `stage`'s "full" and "empty" mbarriers (ForwardPlan::producer); with
+  // ForwardPlan::rotated those are K's, and V has its own pair.
   Value* full_bar(Value* stage) { return e_.b.CreateAdd(bars_, e_.b.CreateMul(stage, e_.c32(8))); }
   Value* empty_bar(Value* stage) { return e_.b.CreateAdd(full_bar(stage), e_.c32(8 * S)); }
-  void issue_kv(Value* j, Value* entry, bool once, bool ahead = false);
+  Value* v_full_bar(Value* stage) { return e_.b.CreateAdd(full_bar(stage), e_.c32(16 * S)); }
+  Value* v_empty_bar(Value* stage) { return e_.b.CreateAdd(full_bar(stage), e_.c32(24 * S)); }
+  int stage_bar_bytes() const { return 16 * S * (ROTATED ? 2 : 1); }
+  // `parts`: 1 the K tile, 2 the V tile, 3 both.
+  void issue_kv(Value* j, Value* entry, bool once, bool ahead = false, int parts = 3);
   void keep_pages_ahead(Value* j);
   tile::GlobalRows kv_rows(Value* j, Value* entry, int t);
   // The K or V tile of pipeline stage `stage` (its region's offset and stage size in bytes).
@@ -116,6 +123,7 @@ class ForwardKernel {
   const bool PRODUCER;          // ForwardPlan::producer: K/V loads by a producer warpgroup
   const bool PERSISTENT;        // ForwardPlan::persistent: the CTA walks tiles
   const bool Q_AHEAD;           // persistent, two Q buffers: the producer loads each tile's Q
+  const bool ROTATED;           // ForwardPlan::rotated: P·V of step j − 1 issued with S of step j
   // One Q buffer: the compute warpgroups' named barrier orders their Q copies and products.
   static constexpr int kComputeBarrier = 3;
   Value* strides_[4][3];

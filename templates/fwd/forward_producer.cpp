@@ -21,6 +21,9 @@ Value* ForwardKernel::split_warpgroups() {
     for (int s = 0; s < S; ++s) {
       tile::mbarrier_init(e_, full_bar(e_.c32(s)), 128);     // one cp.async arrival per producer thread
       tile::mbarrier_init(e_, empty_bar(e_.c32(s)), warps);  // one arrival per compute warp
+      if (!ROTATED) continue;
+      tile::mbarrier_init(e_, v_full_bar(e_.c32(s)), 128);
+      tile::mbarrier_init(e_, v_empty_bar(e_.c32(s)), warps);
     }
     for (int b = 0; b < 2; ++b) {
       tile::mbarrier_init(e_, walk_bar(kSlotFull, b), 1);           // the claiming thread
@@ -35,7 +38,9 @@ Value* ForwardKernel::split_warpgroups() {
 }
 
 // The persistent walk's mbarriers after the stages' (ForwardSmem::barriers), two of each kind.
-Value* ForwardKernel::walk_bar(int kind, int b) { return e_.b.CreateAdd(bars_, e_.c32(16 * S + 16 * kind + 8 * b)); }
+Value* ForwardKernel::walk_bar(int kind, int b) {
+  return e_.b.CreateAdd(bars_, e_.c32(stage_bar_bytes() + 16 * kind + 8 * b));
+}
 Value* ForwardKernel::walk_bar(int kind, Value* b) {
   return e_.b.CreateAdd(walk_bar(kind, 0), e_.b.CreateShl(b, e_.c32(3)));
 }
@@ -64,7 +69,7 @@ Ring ring_at(tile::Emitter& e, Value* u) {
 // warps finish this one. compute-sanitizer's racecheck reports the arrive/sync named-barrier form
 // of the same hand-over as a hazard and the mbarrier form as none (docs/perf-notes.md §27).
 Value* ForwardKernel::tile_slot(Value* b) {
-  return e_.b.CreateAdd(bars_, e_.b.CreateAdd(e_.c32(16 * S + 64), e_.b.CreateShl(b, e_.c32(2))));
+  return e_.b.CreateAdd(bars_, e_.b.CreateAdd(e_.c32(stage_bar_bytes() + 64), e_.b.CreateShl(b, e_.c32(2))));
 }
 
 void ForwardKernel::publish_tile(Value* t, Value* round) {
@@ -209,7 +214,10 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
       tile::sync_named(e_, kComputeBarrier, computing);
     }
     init_state();
-    for_each_key_tile(body);  // each product waited for before it returns
+    if (ROTATED)
+      rotated_walk();
+    else
+      for_each_key_tile(body);  // each product waited for before it returns
     if (Q_AHEAD)
       e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "q.release",
               [&] { tile::mbarrier_arrive(e_, walk_bar(kQEmpty, q.buffer)); });
@@ -225,21 +233,108 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   B.CreateRetVoid();
 }
 
+// ForwardPlan::rotated: step j issues O += P_{j−1} V_{j−1}, then S_j = Q K_jᵀ, and waits once for
+// both (FlashAttention-3 §3.2 issues a consumer's products in the same order), so the tensor
+// cores take the two back to back instead of idling at a wait between them; step j − 1's softmax
+// has already rescaled O for its max. O's registers go through that wait too: they are the P·V
+// product's accumulators. Step j's K stage is freed once S_j is done, step j − 1's V stage once
+// its product is. The first step's S and the last P·V are issued on their own, so both products
+// appear twice in the code: ptxas takes ~35% longer over it than over the walk that waits for each
+// product. A form with each product issued once was 2–5% slower (docs/perf-notes.md §34).
+void ForwardKernel::rotated_walk() {
+  auto& B = e_.b;
+  Value* count = walk_->count();
+  auto stage_of = [&](Value* j) { return B.CreateURem(pipe_step(j), e_.c32(S)); };
+  auto parity_of = [&](Value* j) { return B.CreateAnd(B.CreateUDiv(pipe_step(j), e_.c32(S)), e_.c32(1)); };
+  auto release = [&](Value* bar) {
+    e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "release", [&] { tile::mbarrier_arrive(e_, bar); });
+  };
+  // P of the previous step, packed as the P·V product's A registers (bf16x2 or f16x2 each).
+  std::vector<llvm::AllocaInst*> p_vars(BN / 16 * 4);
+  for (auto*& v : p_vars) v = e_.var(e_.i32(), "p");
+  auto issue_pv = [&](Value* prev) {  // O += P_{prev} V_{prev}, in flight
+    tile::mbarrier_wait(e_, v_full_bar(stage_of(prev)), parity_of(prev));
+    tc_->publish_shared(e_);
+    std::vector<Value*> p;
+    for (auto* v : p_vars) p.push_back(B.CreateLoad(e_.i32(), v));
+    RegTile o = o_.load(e_);
+    tc_->mma_pv_async(e_, o, p, stage_tile(plan_.smem.v, plan_.smem.v_stage, stage_of(prev)));
+    return o;
+  };
+  auto issued_pv = [&](const RegTile& o, Value* prev) {  // after the wait
+    o_.store(e_, o);
+    release(v_empty_bar(stage_of(prev)));
+  };
+  e_.when(B.CreateICmpSGT(count, e_.c32(0)), "walk", [&] {
+    e_.loop(e_.c32(0), count, 1, "kv", [&](Value* j) {
+      KeyTile t = key_tile(j, walk_->begin_step(e_, j).now);
+      tile::mbarrier_wait(e_, full_bar(stage_of(j)), parity_of(j));
+      tc_->publish_shared(e_);
+      llvm::BasicBlock* first = llvm::BasicBlock::Create(e_.ctx, "kv.first", fn_);
+      llvm::BasicBlock* later = llvm::BasicBlock::Create(e_.ctx, "kv.later", fn_);
+      llvm::BasicBlock* join = llvm::BasicBlock::Create(e_.ctx, "kv.join", fn_);
+      B.CreateCondBr(B.CreateICmpEQ(j, e_.c32(0)), first, later);
+      B.SetInsertPoint(first);
+      RegTile s = tc_->mma_abt_async(e_, t.k);
+      tc_->wait(e_, s, 0);
+      s_vars_.store(e_, s);
+      B.CreateBr(join);
+      B.SetInsertPoint(later);
+      Value* prev = B.CreateSub(j, e_.c32(1));
+      RegTile o = issue_pv(prev);
+      s = tc_->mma_abt_async(e_, t.k);
+      std::vector<Value*> in_flight;
+      for (auto& f : o[0]) in_flight.insert(in_flight.end(), f.begin(), f.end());
+      tc_->wait(e_, s, 0, &in_flight);
+      size_t k = 0;
+      for (auto& f : o[0])
+        for (Value*& x : f) x = in_flight[k++];
+      s_vars_.store(e_, s);
+      issued_pv(o, prev);
+      B.CreateBr(join);
+      B.SetInsertPoint(join);
+      release(empty_bar(stage_of(j)));
+      s = s_vars_.load(e_);
+      modify_scores(s, t);
+      mask_scores(s, t);
+      softmax_step(s);
+      std::vector<Value*> p = tc_->pack_p(e_, s);
+      for (size_t i = 0; i < p.size(); ++i) B.CreateStore(p[i], p_vars[i]);
+    });
+    Value* last = B.CreateSub(count, e_.c32(1));
+    RegTile o = issue_pv(last);
+    tc_->wait(e_, o, 0);
+    issued_pv(o, last);
+  });
+}
+
 // The producer's walk: each step waits until its stage's last readers are done (the previous
 // phase of its empty mbarrier), issues the K and V copies and has the full mbarrier arrived at
-// when they land. It waits for its last copies before it exits. A listed walk (block map) keeps
-// its own look-ahead entries: the producer and the compute warps each walk the list.
+// when they land; with ForwardPlan::rotated K and V each have their own pair of mbarriers, K's
+// copies going first. It waits for its last copies before it exits. A listed walk (block map)
+// keeps its own look-ahead entries: the producer and the compute warps each walk the list.
 void ForwardKernel::produce() {
   auto& B = e_.b;
   e_.loop(e_.c32(0), walk_->count(), 1, "produce", [&](Value* j) {
     Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
     Value* round = B.CreateUDiv(pipe_step(j), e_.c32(S));
-    e_.when(B.CreateICmpUGE(pipe_step(j), e_.c32(S)), "refill", [&] {
-      tile::mbarrier_wait(e_, empty_bar(stage), B.CreateAnd(B.CreateAdd(round, e_.c32(1)), e_.c32(1)));
-    });
+    auto refill = [&](Value* empty) {
+      e_.when(B.CreateICmpUGE(pipe_step(j), e_.c32(S)), "refill",
+              [&] { tile::mbarrier_wait(e_, empty, B.CreateAnd(B.CreateAdd(round, e_.c32(1)), e_.c32(1))); });
+    };
+    refill(empty_bar(stage));
     const TileWalk::Step step = walk_->begin_step(e_, j);
-    issue_kv(j, walk_->entry(e_, j, 0, step.now), /*once=*/false);
+    Value* entry = walk_->entry(e_, j, 0, step.now);
+    if (!ROTATED) {
+      issue_kv(j, entry, /*once=*/false);
+      tile::cp_async_mbarrier_arrive(e_, full_bar(stage));
+      return;
+    }
+    issue_kv(j, entry, /*once=*/false, /*ahead=*/false, /*parts=*/1);
     tile::cp_async_mbarrier_arrive(e_, full_bar(stage));
+    refill(v_empty_bar(stage));
+    issue_kv(j, entry, /*once=*/false, /*ahead=*/false, /*parts=*/2);
+    tile::cp_async_mbarrier_arrive(e_, v_full_bar(stage));
   });
 }
 

@@ -212,10 +212,11 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     p.threads += 128;
     split_registers(p);
     p.persistent = true;
+    p.rotated = p.attention().head_dim_qk <= 128 && p.attention().head_dim_v <= 128;
     // The stages' mbarriers, the persistent walk's eight (tile hand-over and Q buffers), then its
     // claimed tile index in two i32 slots (rounds alternate between them; 8 bytes keep the
     // mbarriers' 8-byte alignment for whatever follows).
-    const int bytes = 16 * c.num_stages + 64 + 8;
+    const int bytes = 16 * c.num_stages * (p.rotated ? 2 : 1) + 64 + 8;
     // A second Q buffer goes after the K/V stages (its offset a multiple of 1024, as wgmma's
     // swizzle needs), where the CTA still fits.
     if (p.shared_bytes + p.smem.q_bytes + bytes <= max_shared_bytes(target.arch)) {
@@ -274,6 +275,7 @@ std::string ForwardPlan::describe() const {
   if (has_map()) o << " +blockmap";
   if (producer) o << " +producer";
   if (persistent) o << " +persistent" << (q_buffers > 1 ? "(q-ahead)" : "");
+  if (rotated) o << " +rotated";
   if (last_tile_first) o << " +last-tile-first";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << (dependent_launch ? " +split(dependent-launch)" : " +split");

@@ -20,7 +20,8 @@ struct ForwardSmem {
   int k = 0;          // num_stages × [block_n][d_qk_pad]
   int v = 0;          // num_stages × [block_n][d_v_pad]
   int k_stage = 0, v_stage = 0;
-  // Producer warpgroup: num_stages "full" then num_stages "empty" mbarriers, 8 B each; with
+  // Producer warpgroup: num_stages "full" then num_stages "empty" mbarriers, 8 B each (with
+  // ForwardPlan::rotated a second such set for the V tiles, the first then being K's); with
   // persistent CTAs then the tile hand-over's and the Q buffers' mbarriers (two "full" and two
   // "empty" each) and the claimed tile index, double-buffered (two i32).
   int barriers = 0;
@@ -71,6 +72,13 @@ struct ForwardPlan {
   // second (d = 256): the compute warps then load the next tile's Q after their last product of
   // this one.
   int q_buffers = 1;
+  // Persistent, head dims ≤ 128: the rotated walk. Step j issues O += P_{j−1} V_{j−1} and
+  // S_j = Q K_jᵀ back to back and waits once for both, instead of waiting for each product
+  // (FlashAttention-3 §3.2 reorders the same way). K and V stages get their own full and empty
+  // mbarriers: a K stage is refilled once its S product is done, a V stage once its P·V is.
+  // Measured +5–9% at d = 128 and d = 64 and 3–7% slower at d = 256, whose compute warpgroups
+  // then hold P and S live together (docs/perf-notes.md §34).
+  bool rotated = false;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
   // waits for the partials (tile::launch_dependents / wait_prerequisites), so its launch and

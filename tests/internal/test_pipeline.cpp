@@ -235,17 +235,22 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   CHECK(p.smem.q2 == 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2);
   CHECK(p.smem.q2 % 1024 == 0);
   CHECK(p.smem.barriers == p.smem.q2 + 128 * 128 * 2);
-  // A full and an empty mbarrier per stage, eight for the walk (tile slot and Q ring, a full and an
-  // empty each, two of each), then the walk's tile index (8 bytes), within sm_90's 227 KB.
-  CHECK(p.shared_bytes == p.smem.barriers + 2 * 2 * 8 + 8 * 8 + 8 + 1024);
+  // The rotated walk: a full and an empty mbarrier per stage for K and another pair for V, eight
+  // for the walk (tile slot and Q ring, a full and an empty each, two of each), then the walk's
+  // tile index (8 bytes), within sm_90's 227 KB.
+  CHECK(p.rotated);
+  CHECK(p.shared_bytes == p.smem.barriers + 2 * 2 * 2 * 8 + 8 * 8 + 8 + 1024);
   CHECK(p.shared_bytes <= 227 * 1024);
-  CHECK_THAT(p.describe(), Catch::Contains("+persistent(q-ahead)"));
+  CHECK_THAT(p.describe(), Catch::Contains("+persistent(q-ahead) +rotated"));
   // d = 256 has no room for a second 64 KB Q buffer beside two stages of K/V: one.
   const ForwardPlan wide = plan(256, sm90, {128, 64, 8, 2});
   REQUIRE(wide.producer);
   CHECK(wide.q_buffers == 1);
   CHECK(wide.smem.barriers == 128 * 256 * 2 + 2 * 2 * 64 * 256 * 2);
   CHECK_THAT(wide.describe(), !Catch::Contains("q-ahead"));
+  // nor for the rotated walk's P held live beside S (measured slower there): one pair per stage.
+  CHECK_FALSE(wide.rotated);
+  CHECK(wide.shared_bytes == wide.smem.barriers + 2 * 2 * 8 + 8 * 8 + 8 + 1024);
   CHECK(p.min_ctas_per_sm == 1);
   CHECK_THAT(p.describe(), Catch::Contains("+producer"));
   // setmaxnreg moves registers within the launch's allocation (168 per thread at 384 threads):
@@ -350,7 +355,8 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   // The claimed tile index and each tile's Q go through mbarriers: the one CTA barrier left is
   // the one after their initialisation, and there is no named barrier, which would make a warp
   // wait for the others at the tile boundary (and whose arrive/sync form racecheck reports as a
-  // hazard, perf-notes §27). Two per stage and eight for the walk.
+  // hazard, perf-notes §27). Four per stage (the rotated walk's K and V pairs) and eight for the
+  // walk.
   auto count = [&](const std::string& ptx, const std::string& what) {
     size_t n = 0;
     for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
@@ -360,7 +366,22 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   CHECK(count(c.ptx, "bar.sync \t0;") == 1);
   CHECK(count(c.ptx, "barrier.sync") == 0);
   CHECK(count(c.ptx, "\tbar.arrive") + count(c.ptx, "\tbarrier.arrive") == 0);
-  CHECK(count(c.ptx, "mbarrier.init.shared.b64") == 2 * 2 + 8);
+  CHECK(count(c.ptx, "mbarrier.init.shared.b64") == 2 * 4 + 8);
+  // The rotated walk commits the P·V and the next S products with no wait between them; the
+  // walk that waits for each product never does.
+  auto commits_back_to_back = [](const std::string& ptx) {
+    bool committed = false;
+    for (size_t at = ptx.find("wgmma."); at != std::string::npos; at = ptx.find("wgmma.", at + 1)) {
+      if (ptx.compare(at, 18, "wgmma.commit_group") == 0) {
+        if (committed) return true;
+        committed = true;
+      } else if (ptx.compare(at, 16, "wgmma.wait_group") == 0) {
+        committed = false;
+      }
+    }
+    return false;
+  };
+  CHECK(commits_back_to_back(c.ptx));
   // d = 256 has one Q buffer, which the compute warps load: their own named barrier (256 threads)
   // orders their copies before their products and their last products before the next copies;
   // the tile index still goes through the mbarriers (no Q ring's).
@@ -370,6 +391,7 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   CHECK(count(wide.ptx, "bar.sync") == 1);
   CHECK(count(wide.ptx, "\tbar.arrive") + count(wide.ptx, "\tbarrier.arrive") == 0);
   CHECK(count(wide.ptx, "mbarrier.init.shared.b64") == 2 * 2 + 4);
+  CHECK_FALSE(commits_back_to_back(wide.ptx));
   CompileOptions one_warpgroup;
   one_warpgroup.config = TileConfig{64, 128, 4, 2};
   CHECK_FALSE(compile_to_ptx(spec_of(128, "causal"), one_warpgroup).persistent);
