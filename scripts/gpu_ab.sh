@@ -29,16 +29,18 @@ for section in "$@"; do
   fwd)
     for which in old new; do
       FLASHJIT_LIB="$(lib_of $which)/libflashjit.so.0" FLASHJIT_CACHE_DIR=/tmp/fjc-bench-$which \
-        timeout 240 python3 bench/bench.py --suite standard --dims "${DIMS:-128}" --seqs "$SEQS" --backends flashjit \
+        sampled "$OUT/smi-fwd-$which.csv" timeout 240 python3 bench/bench.py --suite standard --dims "${DIMS:-128}" --seqs "$SEQS" --backends flashjit \
         --out "$OUT/fwd-$which" > "$OUT/ab-fwd-$which.txt" 2>&1
       rows+=("fwd $which TFLOP/s: $(grep -E '^standard ' "$OUT/ab-fwd-$which.txt" | awk -F'|' '{n = split($1, a, " "); printf "%s/%s=%s ", a[n - 2], a[2], $2 + 0}')")
+      rows+=("  card: $(smi_summary "$OUT/smi-fwd-$which.csv")")
     done ;;
   fwdmasks)
     for which in old new; do
       FLASHJIT_LIB="$(lib_of $which)/libflashjit.so.0" FLASHJIT_CACHE_DIR=/tmp/fjc-mbench-$which \
-        timeout 240 python3 bench/bench.py --suite masks --dims "${DIMS:-128}" --seqs 16384 --backends flashjit \
+        sampled "$OUT/smi-fwdmasks-$which.csv" timeout 240 python3 bench/bench.py --suite masks --dims "${DIMS:-128}" --seqs 16384 --backends flashjit \
         --out "$OUT/fwdmasks-$which" > "$OUT/ab-fwdmasks-$which.txt" 2>&1
       rows+=("fwd masks 16k $which TFLOP/s: $(grep -E '^masks ' "$OUT/ab-fwdmasks-$which.txt" | awk -F'|' '{split($1, a, " "); printf "d%s/%s=%s ", a[3], a[2], $2 + 0}')")
+      rows+=("  card: $(smi_summary "$OUT/smi-fwdmasks-$which.csv")")
     done ;;
   bwd | bwdruns)
     d=${DIMS:-256}
