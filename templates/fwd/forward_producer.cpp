@@ -234,12 +234,13 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
 }
 
 // ForwardPlan::rotated: step j issues O += P_{j−1} V_{j−1}, then S_j = Q K_jᵀ, and waits once for
-// both (FlashAttention-3 §3.2 issues a consumer's products in the same order), so the tensor
-// cores take the two back to back instead of idling at a wait between them; step j − 1's softmax
+// both (FlashAttention-3 §3.2 pairs the same two products in a step, and also runs the softmax
+// under P·V, which was slower here), so the tensor cores take the two back to back instead of
+// idling at a wait between them; step j − 1's softmax
 // has already rescaled O for its max. O's registers go through that wait too: they are the P·V
 // product's accumulators. Step j's K stage is freed once S_j is done, step j − 1's V stage once
 // its product is. The first step's S and the last P·V are issued on their own, so both products
-// appear twice in the code: ptxas takes ~35% longer over it than over the walk that waits for each
+// appear twice in the code: ptxas took ~35% longer over it than over the walk that waits for each
 // product. A form with each product issued once was 2–5% slower (docs/perf-notes.md §34).
 void ForwardKernel::rotated_walk() {
   auto& B = e_.b;

@@ -74,10 +74,10 @@ struct ForwardPlan {
   int q_buffers = 1;
   // Persistent, head dims ≤ 128: the rotated walk. Step j issues O += P_{j−1} V_{j−1} and
   // S_j = Q K_jᵀ back to back and waits once for both, instead of waiting for each product
-  // (FlashAttention-3 §3.2 reorders the same way). K and V stages get their own full and empty
-  // mbarriers: a K stage is refilled once its S product is done, a V stage once its P·V is.
-  // Measured +5–9% at d = 128 and d = 64 and 3–7% slower at d = 256, whose compute warpgroups
-  // then hold P and S live together (docs/perf-notes.md §34).
+  // (FlashAttention-3 §3.2 pairs the same two products in a step). K and V stages get their own
+  // full and empty mbarriers: a K stage is refilled once its S product is done, a V stage once
+  // its P·V is. Measured +1–5% at d = 128 in the bench and up to 10% slower at d = 256, for a
+  // reason not established (docs/perf-notes.md §34).
   bool rotated = false;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
