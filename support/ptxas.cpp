@@ -21,8 +21,11 @@ extern char** environ;
 namespace flashjit::ptxas {
 namespace {
 
-// Runs `argv` with stdout and stderr into `log_path`; the exit status, 128 + the signal when one
-// ended it (as a shell reports it), or -1 when it did not start.
+// Runs `argv` with stdout and stderr into `log_path`; the exit status (0-255), kSignalled + the
+// signal when one ended it, or -1 when it did not start. Not 128 + the signal, as a shell reports
+// it: ptxas exits with 255 on a bad option, which would read as signal 127.
+constexpr int kSignalled = 256;
+
 int run(const std::vector<std::string>& argv, const std::string& log_path) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -38,7 +41,7 @@ int run(const std::vector<std::string>& argv, const std::string& log_path) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : kSignalled + WTERMSIG(status);
 }
 
 struct TempDir {
@@ -117,7 +120,8 @@ Result assemble(const std::string& path, const std::string& ptx, const std::stri
   r.ran = status >= 0;
   r.log = read_small(log, 1 << 20);
   if (!r.ran) r.log += path + " could not be started\n";
-  else if (status > 128) r.log += path + " was ended by signal " + std::to_string(status - 128) + "\n";
+  else if (status >= kSignalled)
+    r.log += path + " was ended by signal " + std::to_string(status - kSignalled) + "\n";
   r.ok = status == 0;
   if (r.ok && want_cubin) {
     BoundedRead c = read_file_bounded(out, kMaxModuleBytes);

@@ -1,7 +1,9 @@
 // Who assembles PTX (FLASHJIT_PTXAS) and the ptxas child process, without a GPU.
-#include <catch2/catch.hpp>
-
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
 
 #include "runtime/assembler.hpp"
 #include "support/ptxas.hpp"
@@ -64,4 +66,24 @@ TEST_CASE("assembler: ptxas turns PTX into a cubin and reports what it rejects",
   const ptxas::Result none = ptxas::assemble("/nonexistent/ptxas", kEmptyKernel, "sm_80", true);
   CHECK_FALSE(none.ran);
   CHECK_FALSE(none.ok);
+}
+
+TEST_CASE("assembler: an assembler's exit status and a signal that ended it are told apart", "[assembler]") {
+  test::TempDir d;
+  auto script = [&](const std::string& name, const std::string& body) {
+    const std::string path = d.path + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+    REQUIRE(::chmod(path.c_str(), 0700) == 0);
+    return path;
+  };
+  // ptxas exits with 255 on an option it does not know: an exit status, not signal 127.
+  const ptxas::Result exited =
+      ptxas::assemble(script("exits", "echo unknown option; exit 255"), kEmptyKernel, "sm_80", true);
+  CHECK(exited.ran);
+  CHECK_FALSE(exited.ok);
+  CHECK_THAT(exited.log, Catch::Contains("unknown option") && !Catch::Contains("signal"));
+  const ptxas::Result killed = ptxas::assemble(script("killed", "kill -KILL $$"), kEmptyKernel, "sm_80", true);
+  CHECK(killed.ran);
+  CHECK_FALSE(killed.ok);
+  CHECK_THAT(killed.log, Catch::Contains("was ended by signal 9"));
 }
