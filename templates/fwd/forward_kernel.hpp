@@ -94,7 +94,6 @@ class ForwardKernel {
   Value* empty_bar(Value* stage) { return e_.b.CreateAdd(full_bar(stage), e_.c32(8 * S)); }
   Value* v_full_bar(Value* stage) { return e_.b.CreateAdd(full_bar(stage), e_.c32(16 * S)); }
   Value* v_empty_bar(Value* stage) { return e_.b.CreateAdd(full_bar(stage), e_.c32(24 * S)); }
-  int stage_bar_bytes() const { return 16 * S * (ROTATED ? 2 : 1); }
   // `parts`: 1 the K tile, 2 the V tile, 3 both.
   void issue_kv(Value* j, Value* entry, bool once, bool ahead = false, int parts = 3);
   void keep_pages_ahead(Value* j);

@@ -39,7 +39,7 @@ Value* ForwardKernel::split_warpgroups() {
 
 // The persistent walk's mbarriers after the stages' (ForwardSmem::barriers), two of each kind.
 Value* ForwardKernel::walk_bar(int kind, int b) {
-  return e_.b.CreateAdd(bars_, e_.c32(stage_bar_bytes() + 16 * kind + 8 * b));
+  return e_.b.CreateAdd(bars_, e_.c32(plan_.smem.walk_bars + 16 * kind + 8 * b));
 }
 Value* ForwardKernel::walk_bar(int kind, Value* b) {
   return e_.b.CreateAdd(walk_bar(kind, 0), e_.b.CreateShl(b, e_.c32(3)));
@@ -69,7 +69,7 @@ Ring ring_at(tile::Emitter& e, Value* u) {
 // warps finish this one. compute-sanitizer's racecheck reports the arrive/sync named-barrier form
 // of the same hand-over as a hazard and the mbarrier form as none (docs/perf-notes.md §27).
 Value* ForwardKernel::tile_slot(Value* b) {
-  return e_.b.CreateAdd(bars_, e_.b.CreateAdd(e_.c32(stage_bar_bytes() + 64), e_.b.CreateShl(b, e_.c32(2))));
+  return e_.b.CreateAdd(bars_, e_.b.CreateAdd(e_.c32(plan_.smem.tile_slots), e_.b.CreateShl(b, e_.c32(2))));
 }
 
 void ForwardKernel::publish_tile(Value* t, Value* round) {

@@ -216,7 +216,9 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     // The stages' mbarriers, the persistent walk's eight (tile hand-over and Q buffers), then its
     // claimed tile index in two i32 slots (rounds alternate between them; 8 bytes keep the
     // mbarriers' 8-byte alignment for whatever follows).
-    const int bytes = 16 * c.num_stages * (p.rotated ? 2 : 1) + 64 + 8;
+    p.smem.walk_bars = 16 * c.num_stages * (p.rotated ? 2 : 1);
+    p.smem.tile_slots = p.smem.walk_bars + 64;
+    const int bytes = p.smem.tile_slots + 8;
     // A second Q buffer goes after the K/V stages (its offset a multiple of 1024, as wgmma's
     // swizzle needs), where the CTA still fits.
     if (p.shared_bytes + p.smem.q_bytes + bytes <= max_shared_bytes(target.arch)) {

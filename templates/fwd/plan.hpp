@@ -25,6 +25,8 @@ struct ForwardSmem {
   // persistent CTAs then the tile hand-over's and the Q buffers' mbarriers (two "full" and two
   // "empty" each) and the claimed tile index, double-buffered (two i32).
   int barriers = 0;
+  // From `barriers`: the persistent walk's mbarriers (after the stages') and its tile index.
+  int walk_bars = 0, tile_slots = 0;
   int q_bytes = 0;  // one Q buffer
   int total = 0;
 };

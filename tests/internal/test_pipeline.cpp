@@ -239,7 +239,9 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   // for the walk (tile slot and Q ring, a full and an empty each, two of each), then the walk's
   // tile index (8 bytes), within sm_90's 227 KB.
   CHECK(p.rotated);
-  CHECK(p.shared_bytes == p.smem.barriers + 2 * 2 * 2 * 8 + 8 * 8 + 8 + 1024);
+  CHECK(p.smem.walk_bars == 2 * 2 * 2 * 8);
+  CHECK(p.smem.tile_slots == p.smem.walk_bars + 8 * 8);
+  CHECK(p.shared_bytes == p.smem.barriers + p.smem.tile_slots + 8 + 1024);
   CHECK(p.shared_bytes <= 227 * 1024);
   CHECK_THAT(p.describe(), Catch::Contains("+persistent(q-ahead) +rotated"));
   // d = 256 has no room for a second 64 KB Q buffer beside two stages of K/V: one.
@@ -250,6 +252,7 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   CHECK_THAT(wide.describe(), !Catch::Contains("q-ahead"));
   // nor for the rotated walk's P held live beside S (measured slower there): one pair per stage.
   CHECK_FALSE(wide.rotated);
+  CHECK(wide.smem.walk_bars == 2 * 2 * 8);
   CHECK(wide.shared_bytes == wide.smem.barriers + 2 * 2 * 8 + 8 * 8 + 8 + 1024);
   CHECK(p.min_ctas_per_sm == 1);
   CHECK_THAT(p.describe(), Catch::Contains("+producer"));
