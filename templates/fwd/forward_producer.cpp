@@ -240,8 +240,8 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
 // has already rescaled O for its max. O's registers go through that wait too: they are the P·V
 // product's accumulators. Step j's K stage is freed once S_j is done, step j − 1's V stage once
 // its product is. The first step's S and the last P·V are issued on their own, so both products
-// appear twice in the code: ptxas took ~35% longer over it than over the walk that waits for each
-// product. A form with each product issued once was 2–5% slower (docs/perf-notes.md §34).
+// appear twice in the code, which costs ptxas ~35% more time than the walk that waits for each
+// product; issuing each product from one place runs 2–5% slower (docs/perf-notes.md §34).
 void ForwardKernel::rotated_walk() {
   auto& B = e_.b;
   Value* count = walk_->count();
