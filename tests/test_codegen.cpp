@@ -68,10 +68,13 @@ TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry"
   CHECK_THAT(k.llvm_ir, Catch::Contains("ptx_kernel"));
   CHECK(k.key.size() == 16);
   CHECK(k.threads == 384);
-  // Two Q buffers [128][128], two stages of K and V [128][128], 16-bit, four mbarriers per stage
-  // (the rotated walk's K and V pairs), the persistent walk's eight and its tile index (8 bytes),
-  // plus 1 KB to align the base to 1024.
-  CHECK(k.shared_bytes == 2 * 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 2 * 2 * 2 * 8 + 8 * 8 + 8 + 1024);
+  // Two Q buffers [128][128], two stages of K and V [128][128], O's staging buffer [128][128],
+  // 16-bit, four mbarriers per stage (the rotated walk's K and V pairs), the persistent walk's eight
+  // and its tile index (8 bytes), plus 1 KB to align the base to 1024.
+  CHECK(k.shared_bytes == 2 * 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 128 * 128 * 2 + 2 * 2 * 2 * 8 + 8 * 8 + 8 + 1024);
+  // O leaves through that buffer: 16-byte vectors, no 4-byte pair stores to global memory.
+  CHECK_THAT(k.ptx, Catch::Contains("st.global.v4"));
+  CHECK_THAT(k.ptx, !Catch::Contains("st.global.b32"));
   // On sm_80 the same spec gets mma.sync: ldmatrix for Q/K, .trans for V.
   CompileOptions sm80;
   sm80.arch = "sm_80";

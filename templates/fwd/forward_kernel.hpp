@@ -62,6 +62,9 @@ class ForwardKernel {
   void run_persistent(const std::function<void(KeyTile&)>& body);
 
  private:
+  Value* staged_rows();
+  void stage_matrices(size_t mt, Value* inv_g, Value* inv_g8);
+  void store_staged(Value* o_base);
   void store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse);
   void find_key_tiles();
   Value* tensor_base(int param, int t, Value* h);

@@ -1,7 +1,10 @@
 // The forward's epilogue: O normalised by l and the LSE, or a split's fp32 partials.
 #include <cmath>
+#include <cstdlib>
 
+#include "compiler/tile/copy.hpp"
 #include "compiler/tile/gpu.hpp"
+#include "compiler/tile/inline_ptx.hpp"
 #include "compiler/tile/mma.hpp"
 #include "compiler/tile/reduce.hpp"
 #include "templates/common/forward_abi.hpp"
@@ -17,11 +20,20 @@ void ForwardKernel::store_output() {
   Value* o_base = B.CreateGEP(B.getInt16Ty(), arg(kParamO),  // here, not before the loop: nothing stays live across it
                               VARLEN ? slice_offset(e_, strides_[3], e_.c32(0), q0_, head_)
                                      : slice_offset(e_, strides_[3], batch_, e_.c32(0), head_));
+  const bool staged = plan_.staged_store;
+  Value* inv_g = nullptr;
   for (size_t mt = 0; mt < o_.vars.size(); ++mt)
     for (int r = 0; r < 2; ++r) {
       Value* row = row_of(int(mt), 2 * r);
       Value* lsum = tile::quad_sum(e_, B.CreateLoad(e_.f32(), softmax_.l[mt][r]));
       Value* mrow = B.CreateLoad(e_.f32(), softmax_.m[mt][r]);
+      if (staged) {  // stmatrix is warp-wide: rows out of range are staged too, not stored
+        Value* inv = B.CreateSelect(B.CreateFCmpOGT(lsum, e_.cf(0.f)), B.CreateFDiv(e_.cf(1.f), lsum), e_.cf(0.f));
+        if (r == 0)
+          inv_g = inv;
+        else
+          stage_matrices(mt, inv_g, inv);
+      }
       e_.when(B.CreateICmpSLT(row, rows_), "store", [&] {
         Value* any = B.CreateFCmpOGT(lsum, e_.cf(0.f));
         Value* inv = B.CreateSelect(any, B.CreateFDiv(e_.cf(1.f), lsum), e_.cf(0.f));
@@ -43,12 +55,85 @@ void ForwardKernel::store_output() {
         if (SPLIT) return store_partial(mt, r, row_index(), inv, natural_lse);
         Value* row_ptr =
             B.CreateGEP(B.getInt16Ty(), o_base, tile::row_offset(e_, {nullptr, strides_[3][1], nullptr, nullptr, G, strides_[3][2]}, row));
-        tile::store_row_pairs(e_, o_, mt, r, OT, inv, t4_, row_ptr, spec_.dtype);
+        if (!staged) tile::store_row_pairs(e_, o_, mt, r, OT, inv, t4_, row_ptr, spec_.dtype);
         Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e_.ctx, 1)));
         e_.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4_, e_.c32(0))), "store.lse",
                 [&] { B.CreateStore(natural_lse(), B.CreateGEP(e_.f32(), lse_ptr, row_index())); });
       });
     }
+  if (staged) store_staged(o_base);
+}
+
+// ForwardPlan::staged_store (FlashAttention-3 §3.3's epilogue, without TMA): each warp's rows of O
+// go to its own 16·m_tiles rows of the staging buffer by stmatrix, then out as 16-byte vectors,
+// lanes on consecutive chunks of a row, so an instruction writes whole 128-byte lines instead of
+// 16 bytes in each of 8 rows. 16-byte chunk c of staged row r sits at chunk c ^ (r % 8): stmatrix's
+// 8 row addresses per matrix and the vectors' loads (8 lanes on 8 chunks of a row) then both hit
+// 32 distinct banks. Only the warp itself touches its rows, so a warp barrier orders the stores
+// and loads (and the loads before the next tile's stores).
+Value* ForwardKernel::staged_rows() {
+  auto& B = e_.b;
+  const int row_bytes = 2 * spec_.head_dim_v, rows = 16 * int(o_.vars.size());
+  return B.CreateAdd(smem_, B.CreateAdd(e_.c32(plan_.smem.o_stage), B.CreateMul(warp_, e_.c32(rows * row_bytes))));
+}
+
+// stmatrix.m8n8.x4 (PTX ISA §9.7.13.4.16, sm_90) stores four 8×8 matrices, rows g and g + 8 of
+// n-tiles ot and ot + 1: the accumulator already holds them in its layout (thread 4·g + t4 has row
+// g, columns 2·t4 and 2·t4 + 1), and lane l gives the address of row l % 8 of matrix l / 8.
+void ForwardKernel::stage_matrices(size_t mt, Value* inv_g, Value* inv_g8) {
+  auto& B = e_.b;
+  const int row_bytes = 2 * spec_.head_dim_v;
+  Value* lane = tile::in_loop(e_, lane_);  // what follows from it stays in the tile loop, not live across the walk
+  Value* matrix = B.CreateLShr(lane, e_.c32(3));
+  Value* in_matrix = B.CreateAnd(lane, e_.c32(7));
+  Value* lane_row = B.CreateAdd(B.CreateShl(B.CreateAnd(matrix, e_.c32(1)), e_.c32(3)), in_matrix);
+  Value* base = B.CreateAdd(staged_rows(), B.CreateMul(lane_row, e_.c32(row_bytes)));
+  // Chunk (ot + matrix / 2) ^ (row % 8) = ot ^ (matrix / 2 ^ row % 8), ot being even.
+  Value* swizzle = B.CreateShl(B.CreateXor(B.CreateLShr(matrix, e_.c32(1)), in_matrix), e_.c32(4));
+  const int imm = 16 * int(mt) * row_bytes;  // + 128 bytes per 8 chunks, the XOR's reach
+  auto pair = [&](int ot, int r, Value* inv) {
+    Value* x = B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][size_t(ot)][2 * r]), inv);
+    Value* y = B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][size_t(ot)][2 * r + 1]), inv);
+    return tile::pack_pair_rn(e_, x, y, spec_.dtype);
+  };
+  for (int ot = 0; ot < OT; ot += 2) {
+    Value* at = B.CreateAdd(base, B.CreateXor(e_.c32((ot & 7) << 4), swizzle));
+    tile::inline_ptx(e_, B.getVoidTy(),
+                     {at, pair(ot, 0, inv_g), pair(ot, 1, inv_g8), pair(ot + 1, 0, inv_g), pair(ot + 1, 1, inv_g8)},
+                     "stmatrix.sync.aligned.m8n8.x4.shared.b16 " + tile::asm_address(0, imm + ((ot & ~7) << 4)) + ", " +
+                         tile::asm_reg_list(1, 4) + ";",
+                     "r,r,r,r,r,~{memory}");
+  }
+}
+
+void ForwardKernel::store_staged(Value* o_base) {
+  auto& B = e_.b;
+  const int row_bytes = 2 * spec_.head_dim_v, rows = 16 * int(o_.vars.size()), per_pass = 32 / OT;
+  auto warp_sync = [&] { tile::inline_ptx(e_, B.getVoidTy(), {}, "bar.warp.sync -1;", "~{memory}"); };
+  warp_sync();
+  Value* region = staged_rows();
+  Value* lane = tile::in_loop(e_, lane_);  // as in stage_matrices
+  Value* chunk = B.CreateAnd(lane, e_.c32(OT - 1));
+  Value* row0 = B.CreateLShr(lane, e_.c32(__builtin_ctz(unsigned(OT))));
+  llvm::Type* v4 = llvm::FixedVectorType::get(e_.i32(), 4);
+  llvm::Type* four = llvm::StructType::get(e_.ctx, {e_.i32(), e_.i32(), e_.i32(), e_.i32()});
+  for (int pass = 0; pass < rows / per_pass; ++pass) {
+    Value* lrow = B.CreateAdd(row0, e_.c32(pass * per_pass));
+    Value* swizzled = B.CreateXor(chunk, B.CreateAnd(lrow, e_.c32(7)));
+    Value* at = B.CreateAdd(region, B.CreateAdd(B.CreateMul(lrow, e_.c32(row_bytes)), B.CreateShl(swizzled, 4)));
+    Value* got =
+        tile::inline_ptx(e_, four, {at}, "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r,~{memory}");
+    Value* vec = llvm::UndefValue::get(v4);
+    for (unsigned i = 0; i < 4; ++i) vec = B.CreateInsertElement(vec, B.CreateExtractValue(got, {i}), uint64_t(i));
+    Value* row = B.CreateAdd(q_start_, B.CreateAdd(tc_->warp_row0(), lrow));
+    e_.when(B.CreateICmpSLT(row, rows_), "store.v4", [&] {
+      Value* row_ptr =
+          B.CreateGEP(B.getInt16Ty(), o_base,
+                      tile::row_offset(e_, {nullptr, strides_[3][1], nullptr, nullptr, G, strides_[3][2]}, row));
+      B.CreateAlignedStore(vec, B.CreateGEP(B.getInt16Ty(), row_ptr, B.CreateShl(chunk, 3)), llvm::Align(16));
+    });
+  }
+  warp_sync();
 }
 
 // This split's O (normalised, fp32 pairs) and LSE of one row, at its slice of the partial buffers

@@ -227,6 +227,16 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
       p.smem.total += p.smem.q_bytes;
       p.shared_bytes += p.smem.q_bytes;
     }
+    // The staging buffer for O, where it still fits (d_v = 64 or 128: 16 or 32 KB beside the second
+    // Q buffer); a row of 8 or 16 chunks of 16 bytes divides a warp's 32 lanes.
+    const int o_bytes = p.config.block_m * p.attention().head_dim_v * 2;
+    if (p.q_buffers == 2 && (p.attention().head_dim_v == 64 || p.attention().head_dim_v == 128) &&
+        p.shared_bytes + o_bytes + bytes <= max_shared_bytes(target.arch)) {
+      p.staged_store = true;
+      p.smem.o_stage = p.smem.total;
+      p.smem.total += o_bytes;
+      p.shared_bytes += o_bytes;
+    }
     p.smem.barriers = p.smem.total;
     p.smem.total += bytes;
     p.shared_bytes += bytes;
@@ -278,6 +288,7 @@ std::string ForwardPlan::describe() const {
   if (producer) o << " +producer";
   if (persistent) o << " +persistent" << (q_buffers > 1 ? "(q-ahead)" : "");
   if (rotated) o << " +rotated";
+  if (staged_store) o << " +staged-store";
   if (last_tile_first) o << " +last-tile-first";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << (dependent_launch ? " +split(dependent-launch)" : " +split");

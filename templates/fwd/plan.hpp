@@ -28,6 +28,7 @@ struct ForwardSmem {
   // From `barriers`: the persistent walk's mbarriers (after the stages') and its tile index.
   int walk_bars = 0, tile_slots = 0;
   int q_bytes = 0;  // one Q buffer
+  int o_stage = 0;  // ForwardPlan::staged_store: [block_m][d_v], each warp's rows its own
   int total = 0;
 };
 
@@ -81,6 +82,10 @@ struct ForwardPlan {
   // its P·V is. Measured +1–5% at d = 128 in the bench and up to 10% slower at d = 256, for a
   // reason not established (docs/perf-notes.md §34).
   bool rotated = false;
+  // Persistent with two Q buffers (d_v 64 or 128): O goes out through shared memory, each warp
+  // staging its own rows, then as 16-byte vectors, a row's lanes on consecutive chunks, instead of
+  // 4-byte pairs spread over eight rows (FlashAttention-3 §3.3's epilogue, without TMA).
+  bool staged_store = false;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
   // waits for the partials (tile::launch_dependents / wait_prerequisites), so its launch and

@@ -234,7 +234,10 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   CHECK(p.q_buffers == 2);
   CHECK(p.smem.q2 == 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2);
   CHECK(p.smem.q2 % 1024 == 0);
-  CHECK(p.smem.barriers == p.smem.q2 + 128 * 128 * 2);
+  // O's staging buffer (128 rows of 128 bf16) after it, then the mbarriers.
+  CHECK(p.staged_store);
+  CHECK(p.smem.o_stage == p.smem.q2 + 128 * 128 * 2);
+  CHECK(p.smem.barriers == p.smem.o_stage + 128 * 128 * 2);
   // The rotated walk: a full and an empty mbarrier per stage for K and another pair for V, eight
   // for the walk (tile slot and Q ring, a full and an empty each, two of each), then the walk's
   // tile index (8 bytes), within sm_90's 227 KB.
@@ -243,13 +246,15 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   CHECK(p.smem.tile_slots == p.smem.walk_bars + 8 * 8);
   CHECK(p.shared_bytes == p.smem.barriers + p.smem.tile_slots + 8 + 1024);
   CHECK(p.shared_bytes <= 227 * 1024);
-  CHECK_THAT(p.describe(), Catch::Contains("+persistent(q-ahead) +rotated"));
+  CHECK(p.shared_bytes == 230536);
+  CHECK_THAT(p.describe(), Catch::Contains("+persistent(q-ahead) +rotated +staged-store"));
   // d = 256 has no room for a second 64 KB Q buffer beside two stages of K/V: one.
   const ForwardPlan wide = plan(256, sm90, {128, 64, 8, 2});
   REQUIRE(wide.producer);
   CHECK(wide.q_buffers == 1);
   CHECK(wide.smem.barriers == 128 * 256 * 2 + 2 * 2 * 64 * 256 * 2);
   CHECK_THAT(wide.describe(), !Catch::Contains("q-ahead"));
+  CHECK_FALSE(wide.staged_store);  // nor for O's 64 KB staging buffer
   // nor for the rotated walk's P held live beside S (measured slower there): one pair per stage.
   CHECK_FALSE(wide.rotated);
   CHECK(wide.smem.walk_bars == 2 * 2 * 8);
