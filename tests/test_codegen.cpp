@@ -72,7 +72,9 @@ TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry"
   // 16-bit, four mbarriers per stage (the rotated walk's K and V pairs), the persistent walk's eight
   // and its tile index (8 bytes), plus 1 KB to align the base to 1024.
   CHECK(k.shared_bytes == 2 * 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 128 * 128 * 2 + 2 * 2 * 2 * 8 + 8 * 8 + 8 + 1024);
-  // O leaves through that buffer: 16-byte vectors, no 4-byte pair stores to global memory.
+  // O leaves through that buffer, written by stmatrix: 16-byte vectors, no 4-byte pair stores to
+  // global memory.
+  CHECK_THAT(k.ptx, Catch::Contains("stmatrix.sync.aligned.m8n8.x4.shared.b16"));
   CHECK_THAT(k.ptx, Catch::Contains("st.global.v4"));
   CHECK_THAT(k.ptx, !Catch::Contains("st.global.b32"));
   // On sm_80 the same spec gets mma.sync: ldmatrix for Q/K, .trans for V.

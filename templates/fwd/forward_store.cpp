@@ -1,6 +1,5 @@
 // The forward's epilogue: O normalised by l and the LSE, or a split's fp32 partials.
 #include <cmath>
-#include <cstdlib>
 
 #include "compiler/tile/copy.hpp"
 #include "compiler/tile/gpu.hpp"
