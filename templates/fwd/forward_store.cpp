@@ -63,7 +63,7 @@ void ForwardKernel::store_output() {
   if (staged) store_staged(o_base);
 }
 
-// ForwardPlan::staged_store (FlashAttention-3 §3.3's epilogue, without TMA): each warp's rows of O
+// ForwardPlan::staged_store (FlashAttention-3's epilogue, less its TMA store): each warp's rows of O
 // go to its own 16·m_tiles rows of the staging buffer by stmatrix, then out as 16-byte vectors,
 // lanes on consecutive chunks of a row, so an instruction writes whole 128-byte lines instead of
 // 16 bytes in each of 8 rows. 16-byte chunk c of staged row r sits at chunk c ^ (r % 8): stmatrix's

@@ -84,7 +84,7 @@ struct ForwardPlan {
   bool rotated = false;
   // Persistent with two Q buffers (d_v 64 or 128): O goes out through shared memory, each warp
   // staging its own rows, then as 16-byte vectors, a row's lanes on consecutive chunks, instead of
-  // 4-byte pairs spread over eight rows (FlashAttention-3 §3.3's epilogue, without TMA).
+  // 4-byte pairs spread over eight rows (FlashAttention-3's epilogue, less its TMA store).
   bool staged_store = false;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
