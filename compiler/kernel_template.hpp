@@ -42,6 +42,10 @@ struct Target {
   // at run time. A page size that divides the key tile, or that the key tile divides, makes a tile's
   // table lookups one per page instead of one per copied row (tile/copy.hpp).
   int page_size = 0;
+  // FLASHJIT_TMA (on unless set off; the pipeline sets this from it): the forward's producer
+  // warpgroup loads Q, K and V with the TMA unit through tensor maps the runtime encodes per launch
+  // (ForwardPlan::tma) instead of cp.async from 128 threads.
+  bool tma = true;
   // The assembler honours setmaxnreg (ptxas does; the driver's JIT allocates every thread the
   // launch's share and ignores it, runtime/assembler.hpp). Plans whose speed rests on moving
   // registers between warpgroups ask it.
@@ -70,6 +74,7 @@ struct LaunchFacts {
   bool has_map = false;      // the module also holds entry + "_blockmap", the block-map pre-pass
   bool map_per_batch = false, map_per_head = false;
   bool persistent = false;   // walks its tiles from any grid: launched with at most one CTA per SM
+  bool tensor_maps = false;  // takes Q, K and V tensor maps last (templates/common/forward_abi.hpp)
   bool has_combine = false;  // the module also holds entry + "_combine", split-KV's combine
 };
 

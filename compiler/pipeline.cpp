@@ -148,6 +148,7 @@ Target target_for(const CompileOptions& options, const std::string& default_arch
   t.moves_registers = knob::get("FLASHJIT_PTXAS") != "driver";
   t.backward_warpgroups = knob::get("FLASHJIT_BWD_WARPGROUPS") == "on";
   t.backward_producer = knob::get("FLASHJIT_BWD_PRODUCER") == "on";
+  t.tma = knob::get("FLASHJIT_TMA") == "on";
   return t;
 }
 
@@ -170,6 +171,7 @@ CompiledKernel PlannedKernel::describe() const {
   out.map_per_batch = facts.map_per_batch;
   out.map_per_head = facts.map_per_head;
   out.persistent = facts.persistent;
+  out.tensor_maps = facts.tensor_maps;
   out.arch = target.arch;
   out.config = config;
   out.config_reason = config_reason;

@@ -10,12 +10,13 @@
 #include "runtime/backward.hpp"
 #include "runtime/context.hpp"
 #include "runtime/dispatch.hpp"
-#include "runtime/kernel_cache.hpp"
 #include "runtime/handles.hpp"
+#include "runtime/kernel_cache.hpp"
 #include "runtime/launch.hpp"
-#include "runtime/split_kv.hpp"
 #include "runtime/module.hpp"
 #include "runtime/scratch.hpp"
+#include "runtime/split_kv.hpp"
+#include "runtime/tensor_map.hpp"
 #include "runtime/timing.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
@@ -217,6 +218,12 @@ void Kernel::forward(const ForwardArgs& args) const {
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
   rt::StreamScratch scratch(*k.ctx, stream);  // after the guard: freed with the context current
+  // Tensor maps (CompiledKernel::tensor_maps): encoded before anything is launched, since a stride
+  // they cannot describe is the caller's error.
+  std::array<cu::CUtensorMap, 3> maps{};
+  if (c.tensor_maps)
+    maps = rt::encode_tensor_maps(c, args, k.spec->dsl.head_dim_qk, k.spec->dsl.head_dim_v,
+                                  k.spec->spec.dtype == DType::f16);
   auto launch_map = [&] {
     rt::check_launch(d.cuLaunchKernel(loaded.map_function, grid_x, static_cast<unsigned>(heads_y),
                                       static_cast<unsigned>(args.batch), static_cast<unsigned>(c.threads), 1, 1, 0,
@@ -261,6 +268,8 @@ void Kernel::forward(const ForwardArgs& args) const {
   } else if (args.block_map) {
     throw Error(ErrorKind::usage, "forward: block_map given, but this kernel's mask has an exact closed form and no block map");
   }
+  if (c.tensor_maps)  // last (templates/common/forward_abi.hpp); the driver copies them at the launch
+    for (cu::CUtensorMap& m : maps) launch.slots.push_back(&m);
   if (log::enabled(log::Level::info)) log::info("launch " + launch_text(shape, args, *k.ctx));
   const Grid grid = forward_grid(c, shape, args, *k.ctx);
   launch.fixed.grid_heads = static_cast<int32_t>(heads_y);  // K/V heads where GQA groups are packed

@@ -55,6 +55,19 @@ struct CUlaunchConfig {
 static_assert(sizeof(CUlaunchConfig) == 56, "CUlaunchConfig must match cuda.h's layout");
 constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 
+// CUtensorMap (cuda.h, CUDA 12.0+): an opaque 128-byte, 64-byte-aligned tensor description for
+// the TMA unit, written by cuTensorMapEncodeTiled. Its enums' values as cuda.h numbers them.
+struct alignas(64) CUtensorMap {
+  unsigned long long opaque[16];
+};
+static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap must match cuda.h's layout");
+constexpr int CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6;
+constexpr int CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9;
+constexpr int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
+constexpr int CU_TENSOR_MAP_SWIZZLE_128B = 3;
+constexpr int CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3;
+constexpr int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0;  // out-of-bounds elements read as zeros
+
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
 constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;

@@ -42,6 +42,9 @@ namespace flashjit::cu {
     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,     \
      void**, void**))                                                                                \
   X(cuLaunchKernelEx, "cuLaunchKernelEx", (const CUlaunchConfig*, CUfunction, void**, void**))        \
+  X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled",                                               \
+    (CUtensorMap*, int, unsigned, void*, const unsigned long long*, const unsigned long long*,       \
+     const unsigned*, const unsigned*, int, int, int, int))                                          \
   X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr*, size_t))                                             \
   X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                        \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void*, size_t))                             \

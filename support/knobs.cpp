@@ -31,6 +31,8 @@ namespace flashjit::knob {
     "programmatic dependent launch: auto = the split-KV combine starts while the split kernel's last CTAs run (sm_90+, driver 12.3+); off = plain launches, one after the other") \
   X("FLASHJIT_PERSISTENT", "enum", "auto", "auto|off",                                              \
     "forward kernels with a producer warpgroup: auto = one CTA per SM, each walking tiles (the next tile's loads under this one's epilogue); off = one CTA per query tile") \
+  X("FLASHJIT_TMA", "enum", "on", "on|off",                                                          \
+    "on: forward kernels with a producer warpgroup load Q, K and V with the TMA unit (cp.async.bulk.tensor) through tensor maps encoded per launch; off: the producer's 128 threads copy them with cp.async") \
   X("FLASHJIT_BWD_WARPGROUPS", "enum", "on", "on|off",                                                \
     "on: backward tile configs of 64 keys on 8 warps (wgmma, d_qk + d_v > 256) give dV to one warpgroup and dK to the other in one dK/dV launch, and the heuristic takes them there; off: those configs are refused and such head dims take two dK/dV launches") \
   X("FLASHJIT_BWD_PRODUCER", "enum", "on", "on|off",                                                  \

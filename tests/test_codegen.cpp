@@ -41,8 +41,8 @@ TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry"
   CHECK_THAT(k.ptx, Catch::Contains(".target sm_90a"));
   CHECK_THAT(k.ptx, Catch::Contains(".version 8.0"));
   // The tile primitives must be there. On sm_90a: warpgroup MMA with its fences (S = QKᵀ with n =
-  // block_n, PV in 64-column panels), Q read by descriptor (no ldmatrix), the cp.async pipeline
-  // published to the async proxy, quad shuffles, ex2.approx and the paired bf16 conversion.
+  // block_n, PV in 64-column panels), Q read by descriptor (no ldmatrix), the mbarriers published
+  // to the async proxy, quad shuffles, ex2.approx and the paired bf16 conversion.
   CHECK_THAT(k.ptx, Catch::Contains("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
   CHECK_THAT(k.ptx, Catch::Contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"));
   CHECK_THAT(k.ptx, Catch::Contains("wgmma.fence.sync.aligned"));
@@ -50,16 +50,18 @@ TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry"
   CHECK_THAT(k.ptx, Catch::Contains("wgmma.wait_group.sync.aligned 0"));
   CHECK_THAT(k.ptx, Catch::Contains("fence.proxy.async.shared::cta"));
   CHECK_THAT(k.ptx, !Catch::Contains("ldmatrix"));
-  CHECK_THAT(k.ptx, Catch::Contains("cp.async.cg.shared.global"));
-  CHECK_THAT(k.ptx, Catch::Contains("cp.async.wait_group"));
   CHECK_THAT(k.ptx, Catch::Contains("shfl.sync.bfly.b32"));
   CHECK_THAT(k.ptx, Catch::Contains("ex2.approx.ftz.f32"));
   CHECK_THAT(k.ptx, Catch::Contains("cvt.rn.bf16x2.f32"));
-  // Two compute warpgroups and a producer warpgroup (ForwardPlan::producer): K/V through a ring of
-  // stages signalled by mbarriers, registers moved to the compute warpgroups.
+  // Two compute warpgroups and a producer warpgroup (ForwardPlan::producer): Q and K/V loaded by
+  // the TMA unit (ForwardPlan::tma) into a ring of stages signalled by mbarriers, registers moved
+  // to the compute warpgroups.
   CHECK_THAT(k.ptx, Catch::Contains(".maxntid 384, 1, 1"));
   CHECK_THAT(k.ptx, Catch::Contains("mbarrier.init.shared.b64"));
-  CHECK_THAT(k.ptx, Catch::Contains("cp.async.mbarrier.arrive.noinc.shared.b64"));
+  CHECK_THAT(k.ptx,
+             Catch::Contains("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"));
+  CHECK_THAT(k.ptx, Catch::Contains("mbarrier.arrive.expect_tx.shared::cta.b64"));
+  CHECK(k.tensor_maps);
   CHECK_THAT(k.ptx, Catch::Contains("mbarrier.try_wait.parity.shared.b64"));
   CHECK_THAT(k.ptx, Catch::Contains("mbarrier.arrive.shared.b64"));
   // 128 × 40 + 256 × 232 = 384 × 168, the launch's allocation: asking more deadlocks the CTA.
@@ -84,6 +86,9 @@ TEST_CASE("codegen: the default kernel goes through every stage to a PTX .entry"
   CHECK_THAT(k80.ptx, Catch::Contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
   CHECK_THAT(k80.ptx, Catch::Contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
   CHECK_THAT(k80.ptx, !Catch::Contains("wgmma"));
+  CHECK_THAT(k80.ptx, Catch::Contains("cp.async.cg.shared.global"));
+  CHECK_THAT(k80.ptx, Catch::Contains("cp.async.wait_group"));
+  CHECK_FALSE(k80.tensor_maps);
   CHECK(k80.threads == 128);
   CHECK(k80.shared_bytes == 64 * 128 * 2 + 2 * 2 * 64 * 128 * 2);
 }
@@ -226,10 +231,12 @@ TEST_CASE("codegen: the matrix of masks, scores and head dims assembles with ten
     for (const CompileOptions& o : {CompileOptions{}, sm80}) {
       CompiledKernel k = compile_to_ptx(s, o);
       INFO(s.canonical() << k.arch << " " << k.description);
-      // sm_90a: warpgroup MMA; sm_80 (and FLASHJIT_MMA=sync): mma.sync with ldmatrix. Both stream
-      // K/V with cp.async.
+      // sm_90a: warpgroup MMA, K/V streamed by the TMA unit where the kernel has a producer
+      // warpgroup, else by cp.async; sm_80 (and FLASHJIT_MMA=sync): mma.sync with ldmatrix, K/V
+      // by cp.async.
       if (k.arch == "sm_90a")
-        CHECK_THAT(k.ptx, Catch::Contains("wgmma.mma_async.sync.aligned") && Catch::Contains("cp.async.cg.shared.global"));
+        CHECK_THAT(k.ptx, Catch::Contains("wgmma.mma_async.sync.aligned") &&
+                              Catch::Contains(k.tensor_maps ? "cp.async.bulk.tensor.4d" : "cp.async.cg.shared.global"));
       else
         CHECK_THAT(k.ptx, Catch::Contains("mma.sync.aligned.m16n8k16") && Catch::Contains("ldmatrix.sync.aligned") &&
                               Catch::Contains("cp.async.cg.shared.global"));

@@ -1,11 +1,26 @@
-// Bulk asynchronous reductions from shared to global memory, done by the TMA unit (sm_90,
-// PTX ISA §9.7.9.25.4, cp.reduce.async.bulk): FlashAttention-3's way of adding a CTA's fp32 dQ
-// tile into a global accumulator without one atomic per element.
+// Bulk asynchronous copies done by the TMA unit (sm_90, PTX ISA §9.7.9.25): tensor tiles from
+// global into shared memory described by a tensor map (cp.async.bulk.tensor, FlashAttention-3's
+// loads), and reductions from shared to global memory (cp.reduce.async.bulk, its way of adding a
+// CTA's fp32 dQ tile into a global accumulator without one atomic per element).
 #pragma once
+
+#include <array>
+#include <string>
 
 #include "compiler/tile/emitter.hpp"
 
 namespace flashjit::tile {
+
+// The generic address of the tensor map passed by value as kernel parameter `param` (PTX names
+// it "<kernel>_param_<index>"): the address of a kernel parameter is in the .param space and
+// cvta.param makes it generic (PTX ISA §5.1.6.1, §9.7.9.20), the form cp.async.bulk.tensor takes.
+llvm::Value* tensor_map_address(Emitter& e, const std::string& param);
+// cp.async.bulk.tensor.4d (PTX ISA §9.7.9.25.5.1): the box of `map` at coordinates `at`
+// (innermost first) into shared memory at `dst`, its bytes counted against mbarrier `bar`
+// (complete_tx), elements outside the tensor zero-filled. Whatever layout the map's swizzle
+// gives lands at `dst`, which a 128-byte swizzle needs 1024-byte aligned.
+void tensor_load_4d(Emitter& e, llvm::Value* dst, llvm::Value* map, const std::array<llvm::Value*, 4>& at,
+                    llvm::Value* bar);
 
 // global[0, bytes) += shared[0, bytes) in fp32, asynchronously (bulk_group completion). Both
 // addresses 16-byte aligned, `bytes` a multiple of 16. The shared source must have been published

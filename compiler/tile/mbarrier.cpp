@@ -12,6 +12,11 @@ void mbarrier_arrive(Emitter& e, llvm::Value* bar) {
   inline_ptx(e, e.b.getVoidTy(), {bar}, "{ .reg .b64 st; mbarrier.arrive.shared.b64 st, [$0]; }", "r,~{memory}");
 }
 
+void mbarrier_arrive_expect_tx(Emitter& e, llvm::Value* bar, int bytes) {
+  inline_ptx(e, e.b.getVoidTy(), {bar, e.c32(bytes)},
+             "{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [$0], $1; }", "r,r,~{memory}");
+}
+
 void cp_async_mbarrier_arrive(Emitter& e, llvm::Value* bar) {
   inline_ptx(e, e.b.getVoidTy(), {bar}, "cp.async.mbarrier.arrive.noinc.shared.b64 [$0];", "r,~{memory}");
 }

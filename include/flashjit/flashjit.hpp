@@ -183,6 +183,9 @@ struct CompiledKernel {
   // Persistent CTAs: the kernel walks its (query tile, head, batch) tiles from any grid, and the
   // runtime launches one CTA per SM (FLASHJIT_PERSISTENT=auto) instead of one per tile.
   bool persistent = false;
+  // The kernel loads Q, K and V with the TMA unit: the runtime passes it three tensor maps, encoded
+  // per launch from the tensors' addresses, sizes and strides (FLASHJIT_TMA).
+  bool tensor_maps = false;
   std::string llvm_ir;      // optimised module (empty unless CompileOptions::keep_llvm_ir)
   std::string ptx;
   std::vector<StageRecord> stages;

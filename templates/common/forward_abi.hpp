@@ -63,6 +63,15 @@ inline constexpr bool combine_waits_on_device(int sm) { return sm >= 90; }
 //   tiles[map][q_tile][0 .. counts)           key-tile index, bit 31 set when no element is masked
 // with map = (per batch ? b : 0) · (per head ? heads_q : 1) + (per head ? h : 0).
 inline constexpr uint32_t kTileFullBit = 0x80000000u;
+// Kernels that load with the TMA unit (ForwardPlan::tma, CompiledKernel::tensor_maps) take three
+// more parameters after all of those: Q's, K's and V's tensor maps (cuTensorMapEncodeTiled's
+// 128-byte CUtensorMap, 64-byte aligned, passed by value as CUTLASS passes them). Each describes its
+// tensor as 4-d, innermost first (head dim, seq, heads, batch), strides from the launch, and its box
+// is one 64-column panel of a tile (128 bytes a row, 128-byte swizzle): kTensorMapPanel × block_m
+// rows for Q, × block_n for K and V. Rows past seq_q or seq_kv read as zeros.
+enum ForwardTensorMap : int { kMapQ = 0, kMapK, kMapV, kMapCount };
+inline constexpr int kTensorMapBytes = 128;
+inline constexpr int kTensorMapPanel = 64;
 
 // Parameter indices, in the order the kernel declares them (pointers, then 12 strides, then scalars).
 enum ForwardParam : int {

@@ -9,7 +9,7 @@
 namespace flashjit {
 
 llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const LaunchBounds& bounds, KernelTail tail,
-                               const std::string& name) {
+                               const std::string& name, int tensor_maps) {
   auto& ctx = m.getContext();
   auto* gptr = llvm::PointerType::get(ctx, 1);
   auto* i32 = llvm::Type::getInt32Ty(ctx);
@@ -31,9 +31,19 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
     for (int i = kBwdDo; i <= kBwdMapKvCounts; ++i) params.push_back(gptr);
     for (int i = 0; i < 12; ++i) params.push_back(llvm::Type::getInt64Ty(ctx));
   }
+  const size_t maps_at = params.size();
+  for (int i = 0; i < tensor_maps; ++i) params.push_back(llvm::PointerType::get(ctx, 0));
   auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false);
   auto* fn = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, name, m);
   fn->setCallingConv(llvm::CallingConv::PTX_Kernel);
+  // A byval aggregate becomes a `.param .align 64 .b8 [128]` parameter, the layout a CUtensorMap
+  // argument has (the driver copies its 128 bytes at launch).
+  auto* map_type = llvm::ArrayType::get(llvm::Type::getInt8Ty(ctx), kTensorMapBytes);
+  for (int i = 0; i < tensor_maps; ++i) {
+    const unsigned at = unsigned(maps_at + i);
+    fn->addParamAttr(at, llvm::Attribute::getWithByValType(ctx, map_type));
+    fn->addParamAttr(at, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
+  }
   for (int i = kParamQ; i <= kParamV; ++i) {
     fn->addParamAttr(i, llvm::Attribute::NoAlias);
     fn->addParamAttr(i, llvm::Attribute::ReadOnly);
@@ -63,6 +73,10 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
   // budget, which can cost a CTA per SM or spill (docs/perf-notes.md §7).
   note("minctasm", bounds.min_ctas_per_sm);
   return fn;
+}
+
+std::string param_symbol(const llvm::Function* fn, unsigned i) {
+  return fn->getName().str() + "_param_" + std::to_string(i);
 }
 
 llvm::Value* backward_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i) {
@@ -123,7 +137,8 @@ BlockMapRow block_map_row(tile::Emitter& e, const BlockMapPolicy& policy, const 
                           llvm::Value* q_tile) {
   auto& B = e.b;
   llvm::Function* fn = e.fn;
-  const unsigned n = fn->arg_size();
+  unsigned n = fn->arg_size();
+  while (n > 0 && fn->hasParamAttribute(n - 1, llvm::Attribute::ByVal)) --n;  // the tensor maps follow the tail
   llvm::Value* tiles = fn->getArg(n - 2);
   llvm::Value* counts = fn->getArg(n - 1);
   const int BM = config.block_m, BN = config.block_n;

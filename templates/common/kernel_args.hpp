@@ -21,9 +21,13 @@ struct LaunchBounds {
 // or nothing.
 enum class KernelTail { none, block_map, backward };
 
-// Fixed ABI (templates/common/forward_abi.hpp), then params and tensors by slot, then the tail.
+// Fixed ABI (templates/common/forward_abi.hpp), then params and tensors by slot, then the tail,
+// then `tensor_maps` tensor maps (kTensorMapBytes each, by value).
 llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const LaunchBounds& bounds, KernelTail tail,
-                               const std::string& name);
+                               const std::string& name, int tensor_maps = 0);
+
+// The PTX name of kernel `fn`'s parameter `i`, which inline PTX uses to take its address.
+std::string param_symbol(const llvm::Function* fn, unsigned i);
 
 // Parameter `i` (BackwardParam) of a kernel declared with KernelTail::backward.
 llvm::Value* backward_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i);

@@ -33,7 +33,7 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
     : plan_(plan),
       spec_(plan.attention()),
       fn_(declare_kernel(module, *plan.spec, {plan.threads, plan.min_ctas_per_sm},
-                         plan.has_map() ? KernelTail::block_map : KernelTail::none, entry)),
+                         plan.has_map() ? KernelTail::block_map : KernelTail::none, entry, plan.tma ? kMapCount : 0)),
       e_(module, fn_),
       BM(plan.config.block_m),
       BN(plan.config.block_n),
@@ -47,7 +47,8 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       PRODUCER(plan.producer),
       PERSISTENT(plan.persistent),
       Q_AHEAD(plan.persistent && plan.q_buffers > 1),
-      ROTATED(plan.rotated) {
+      ROTATED(plan.rotated),
+      TMA(plan.tma) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
   for (int t = 0; t < 4; ++t)
@@ -290,7 +291,7 @@ void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body)
       Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
       const TileWalk::Step step = walk_->begin_step(e_, j);  // a listed walk's entries, one step ahead
       tile::mbarrier_wait(e_, full_bar(stage), B.CreateAnd(B.CreateUDiv(pipe_step(j), e_.c32(S)), e_.c32(1)));
-      tc_->publish_shared(e_);
+      if (!TMA) tc_->publish_shared(e_);  // cp.async writes through the generic proxy, TMA the async one
       KeyTile t = key_tile(j, step.now);
       body(t);
       e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "release", [&] { tile::mbarrier_arrive(e_, empty_bar(stage)); });

@@ -11,6 +11,7 @@
 #include "compiler/tile/copy.hpp"
 #include "compiler/tile/softmax.hpp"
 #include "compiler/tile/tensor_core.hpp"
+#include "templates/common/forward_abi.hpp"
 #include "templates/common/kernel_args.hpp"
 #include "templates/common/kv_bounds.hpp"
 #include "templates/common/tile_walk.hpp"
@@ -91,6 +92,13 @@ class ForwardKernel {
   void load_q_rows(const SmemTile& dst, Value* q_base, Value* q_start, int threads, Value* tid);
   void start_products();
   void produce();
+  // ForwardPlan::tma: the `rows`-row tile of tensor map `map` at (row, head) of this tile's batch
+  // into `dst`, one box per 64-column panel of `d` columns, counted on `bar`. One thread issues it.
+  void load_by_tma(int map, const SmemTile& dst, int d, Value* row, Value* head, Value* bar);
+  // The bytes one such tile brings: whole boxes, zero-filled past the tensor's edge.
+  int tma_bytes(int rows, int d) const {
+    return rows * ((d + kTensorMapPanel - 1) / kTensorMapPanel * kTensorMapPanel) * 2;
+  }
   // Stage `stage`'s "full" and "empty" mbarriers (ForwardPlan::producer); with
   // ForwardPlan::rotated those are K's, and V has its own pair.
   Value* full_bar(Value* stage) { return e_.b.CreateAdd(bars_, e_.b.CreateMul(stage, e_.c32(8))); }
@@ -126,6 +134,7 @@ class ForwardKernel {
   const bool PERSISTENT;        // ForwardPlan::persistent: the CTA walks tiles
   const bool Q_AHEAD;           // persistent, two Q buffers: the producer loads each tile's Q
   const bool ROTATED;           // ForwardPlan::rotated: P·V of step j − 1 issued with S of step j
+  const bool TMA;               // ForwardPlan::tma: the producer's first thread loads by tensor map
   // One Q buffer: the compute warpgroups' named barrier orders their Q copies and products.
   static constexpr int kComputeBarrier = 3;
   Value* strides_[4][3];
@@ -139,6 +148,7 @@ class ForwardKernel {
   std::vector<llvm::AllocaInst*> pages_ahead_;  // paged, one entry per page: the next issue's pages
   Value *q_first_, *q_final_;    // the query positions of this CTA's first and last rows
   Value* bars_ = nullptr;        // producer: the stage mbarriers' shared address
+  Value* maps_[kMapCount] = {};  // ForwardPlan::tma, in the producer: the tensor maps' addresses
   Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *split_, *head_, *batch_, *head_kv_;
   Value *q_base_, *k_base_, *v_base_, *smem_, *q_start_, *q_last_;
   SmemTile q_smem_{nullptr, 0};

@@ -1,6 +1,7 @@
 // The forward's producer warpgroup (ForwardPlan::producer) and its persistent walk
 // (ForwardPlan::persistent): warp specialisation as in FlashAttention-3 (Shah et al. 2024, §3.1),
 // the producer issuing K/V copies into the stage ring while the compute warpgroups only compute.
+#include "compiler/tile/bulk.hpp"
 #include "compiler/tile/copy.hpp"
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/inline_ptx.hpp"
@@ -17,19 +18,22 @@ namespace flashjit::fwd {
 Value* ForwardKernel::split_warpgroups() {
   auto& B = e_.b;
   const int warps = plan_.config.num_warps;
+  // "Full": one cp.async arrival per producer thread, or the TMA thread's expect_tx arrival.
+  const int loaders = TMA ? 1 : 128;
   e_.when(B.CreateICmpEQ(tid_, e_.c32(0)), "init_bars", [&] {
     for (int s = 0; s < S; ++s) {
-      tile::mbarrier_init(e_, full_bar(e_.c32(s)), 128);     // one cp.async arrival per producer thread
+      tile::mbarrier_init(e_, full_bar(e_.c32(s)), loaders);
       tile::mbarrier_init(e_, empty_bar(e_.c32(s)), warps);  // one arrival per compute warp
       if (!ROTATED) continue;
-      tile::mbarrier_init(e_, v_full_bar(e_.c32(s)), 128);
+      tile::mbarrier_init(e_, v_full_bar(e_.c32(s)), loaders);
       tile::mbarrier_init(e_, v_empty_bar(e_.c32(s)), warps);
     }
     for (int b = 0; b < 2; ++b) {
-      tile::mbarrier_init(e_, walk_bar(kSlotFull, b), 1);           // the claiming thread
-      tile::mbarrier_init(e_, walk_bar(kSlotEmpty, b), warps + 3);  // every other warp
+      tile::mbarrier_init(e_, walk_bar(kSlotFull, b), 1);  // the claiming thread
+      // Every other warp that walks: the producer's other three exit at once under TMA.
+      tile::mbarrier_init(e_, walk_bar(kSlotEmpty, b), TMA ? warps : warps + 3);
       if (!Q_AHEAD) continue;
-      tile::mbarrier_init(e_, walk_bar(kQFull, b), 128);     // one cp.async arrival per producer thread
+      tile::mbarrier_init(e_, walk_bar(kQFull, b), loaders);
       tile::mbarrier_init(e_, walk_bar(kQEmpty, b), warps);  // one arrival per compute warp
     }
   });
@@ -178,18 +182,37 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   B.SetInsertPoint(prod);
   tile::set_max_registers(e_, plan_.producer_registers, false);
   Value* lead = B.CreateICmpEQ(warp_, e_.c32(plan_.config.num_warps));  // the producer's first warp
+  if (TMA) {  // one thread issues every load: the producer's first warp walks, the others leave
+    llvm::BasicBlock* walks = llvm::BasicBlock::Create(e_.ctx, "producer.lead", fn_);
+    llvm::BasicBlock* leaves = llvm::BasicBlock::Create(e_.ctx, "producer.idle", fn_);
+    B.CreateCondBr(lead, walks, leaves);
+    B.SetInsertPoint(leaves);
+    B.CreateRetVoid();
+    B.SetInsertPoint(walks);
+    for (int m = 0; m < kMapCount; ++m)
+      maps_[m] = tile::tensor_map_address(e_, param_symbol(fn_, fn_->arg_size() - kMapCount + m));
+    lead = B.getTrue();
+  }
   tile_loop(tile, total, "tiles.produce", [&](Value* t) {
     walk(t);
     if (Q_AHEAD) {
       const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round));
       e_.when(q.refill, "q.refill", [&] { tile::mbarrier_wait(e_, walk_bar(kQEmpty, q.buffer), q.empty_parity); });
-      load_q_rows(q_buffer(q.buffer), q_base_, q_start_, 128, B.CreateSub(tid_, e_.c32(plan_.compute_threads)));
-      tile::cp_async_mbarrier_arrive(e_, walk_bar(kQFull, q.buffer));
+      Value* full = walk_bar(kQFull, q.buffer);
+      if (TMA) {
+        e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "q.tma", [&] {
+          tile::mbarrier_arrive_expect_tx(e_, full, tma_bytes(BM, spec_.head_dim_qk));
+          load_by_tma(kMapQ, q_buffer(q.buffer), spec_.head_dim_qk, q_start_, head_, full);
+        });
+      } else {
+        load_q_rows(q_buffer(q.buffer), q_base_, q_start_, 128, B.CreateSub(tid_, e_.c32(plan_.compute_threads)));
+        tile::cp_async_mbarrier_arrive(e_, full);
+      }
     }
     produce();
     advance(lead);
   });
-  tile::cp_async_wait(e_, 0);
+  if (!TMA) tile::cp_async_wait(e_, 0);
   B.CreateRetVoid();
 
   B.SetInsertPoint(compute);
@@ -211,6 +234,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
     } else {
       tc_->prepare(e_, q_smem_);
       tile::cp_async_wait(e_, 0);
+      if (TMA) tc_->publish_shared(e_);  // no stage's fence follows to publish Q's cp.async
       tile::sync_named(e_, kComputeBarrier, computing);
     }
     init_state();
@@ -255,7 +279,7 @@ void ForwardKernel::rotated_walk() {
   for (auto*& v : p_vars) v = e_.var(e_.i32(), "p");
   auto issue_pv = [&](Value* prev) {  // O += P_{prev} V_{prev}, in flight
     tile::mbarrier_wait(e_, v_full_bar(stage_of(prev)), parity_of(prev));
-    tc_->publish_shared(e_);
+    if (!TMA) tc_->publish_shared(e_);
     std::vector<Value*> p;
     for (auto* v : p_vars) p.push_back(B.CreateLoad(e_.i32(), v));
     RegTile o = o_.load(e_);
@@ -270,7 +294,7 @@ void ForwardKernel::rotated_walk() {
     e_.loop(e_.c32(0), count, 1, "kv", [&](Value* j) {
       KeyTile t = key_tile(j, walk_->begin_step(e_, j).now);
       tile::mbarrier_wait(e_, full_bar(stage_of(j)), parity_of(j));
-      tc_->publish_shared(e_);
+      if (!TMA) tc_->publish_shared(e_);
       llvm::BasicBlock* first = llvm::BasicBlock::Create(e_.ctx, "kv.first", fn_);
       llvm::BasicBlock* later = llvm::BasicBlock::Create(e_.ctx, "kv.later", fn_);
       llvm::BasicBlock* join = llvm::BasicBlock::Create(e_.ctx, "kv.join", fn_);
@@ -326,6 +350,26 @@ void ForwardKernel::produce() {
     refill(empty_bar(stage));
     const TileWalk::Step step = walk_->begin_step(e_, j);
     Value* entry = walk_->entry(e_, j, 0, step.now);
+    if (TMA) {
+      const int d_qk = spec_.head_dim_qk, d_v = spec_.head_dim_v;
+      Value* row = B.CreateMul(walk_->tile(e_, j, entry), e_.c32(BN));
+      SmemTile k = stage_tile(plan_.smem.k, plan_.smem.k_stage, stage);
+      SmemTile v = stage_tile(plan_.smem.v, plan_.smem.v_stage, stage);
+      Value* first = B.CreateICmpEQ(lane_, e_.c32(0));
+      e_.when(first, "kv.tma", [&] {
+        Value* full = full_bar(stage);
+        tile::mbarrier_arrive_expect_tx(e_, full, tma_bytes(BN, d_qk) + (ROTATED ? 0 : tma_bytes(BN, d_v)));
+        load_by_tma(kMapK, k, d_qk, row, head_kv_, full);
+        if (!ROTATED) load_by_tma(kMapV, v, d_v, row, head_kv_, full);
+      });
+      if (!ROTATED) return;
+      refill(v_empty_bar(stage));
+      e_.when(first, "v.tma", [&] {
+        tile::mbarrier_arrive_expect_tx(e_, v_full_bar(stage), tma_bytes(BN, d_v));
+        load_by_tma(kMapV, v, d_v, row, head_kv_, v_full_bar(stage));
+      });
+      return;
+    }
     if (!ROTATED) {
       issue_kv(j, entry, /*once=*/false);
       tile::cp_async_mbarrier_arrive(e_, full_bar(stage));
@@ -337,6 +381,13 @@ void ForwardKernel::produce() {
     issue_kv(j, entry, /*once=*/false, /*ahead=*/false, /*parts=*/2);
     tile::cp_async_mbarrier_arrive(e_, v_full_bar(stage));
   });
+}
+
+void ForwardKernel::load_by_tma(int map, const SmemTile& dst, int d, Value* row, Value* head, Value* bar) {
+  auto& B = e_.b;
+  for (int p = 0; p * kTensorMapPanel < d; ++p)
+    tile::tensor_load_4d(e_, B.CreateAdd(dst.base, e_.c32(128 * dst.rows * p)), maps_[map],
+                         {e_.c32(p * kTensorMapPanel), row, head, batch_}, bar);
 }
 
 }  // namespace flashjit::fwd

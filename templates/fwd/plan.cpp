@@ -212,6 +212,7 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     p.threads += 128;
     split_registers(p);
     p.persistent = true;
+    p.tma = target.tma;
     p.rotated = p.attention().head_dim_qk <= 128 && p.attention().head_dim_v <= 128;
     // The stages' mbarriers, the persistent walk's eight (tile hand-over and Q buffers), then its
     // claimed tile index in two i32 slots (rounds alternate between them; 8 bytes keep the
@@ -289,6 +290,7 @@ std::string ForwardPlan::describe() const {
   if (persistent) o << " +persistent" << (q_buffers > 1 ? "(q-ahead)" : "");
   if (rotated) o << " +rotated";
   if (staged_store) o << " +staged-store";
+  if (tma) o << " +tma";
   if (last_tile_first) o << " +last-tile-first";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << (dependent_launch ? " +split(dependent-launch)" : " +split");

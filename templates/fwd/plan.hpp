@@ -86,6 +86,14 @@ struct ForwardPlan {
   // staging its own rows, then as 16-byte vectors, a row's lanes on consecutive chunks, instead of
   // 4-byte pairs spread over eight rows (FlashAttention-3's epilogue, less its TMA store).
   bool staged_store = false;
+  // Producer plans under Target::tma: the producer's first thread loads each K and V stage (and,
+  // with two Q buffers, each Q tile) with the TMA unit, one cp.async.bulk.tensor per 64-column
+  // panel, straight into the panels' 128-byte swizzle (the tensor map's SWIZZLE_128B is the XOR
+  // the panels use), its bytes counted on the stage's full mbarrier (expect_tx) — FlashAttention-3's
+  // loads (Shah et al. 2024, §3.1). The producer's other warps exit after setmaxnreg; the compute
+  // warps need no proxy fence per stage, since the TMA writes through the async proxy that wgmma
+  // reads. The kernel takes Q, K and V tensor maps as its last parameters (forward_abi.hpp).
+  bool tma = false;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
   // waits for the partials (tile::launch_dependents / wait_prerequisites), so its launch and

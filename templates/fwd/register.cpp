@@ -10,7 +10,7 @@ namespace flashjit {
 namespace {
 
 // Bump a version whenever that template's generated code changes: its cached kernels then miss.
-constexpr const char* kForwardVersion = "fwd-26";
+constexpr const char* kForwardVersion = "fwd-27";
 constexpr const char* kBlockMapVersion = "map-6";
 constexpr const char* kCombineVersion = "combine-6";
 
@@ -26,15 +26,17 @@ class ForwardKernelPlan final : public KernelPlan {
   }
   std::string variant() const override {
     // "+producer": whether a plan gets one also depends on the assembler (Target::moves_registers).
-    return std::string(p_.wgmma ? "wgmma" : "mma.sync") + (p_.producer ? "+producer" : "") +
+    // "+tma": FLASHJIT_TMA decides the producer's loads and the kernel's parameters.
+    return std::string(p_.wgmma ? "wgmma" : "mma.sync") + (p_.producer ? "+producer" : "") + (p_.tma ? "+tma" : "") +
            (p_.target.pack_gqa > 1 ? "+gqa" + std::to_string(p_.target.pack_gqa) : "") +
-           (p_.target.split_kv ? "+split" : "") + (p_.target.varlen ? "+varlen" : "") + (p_.target.paged ? "+paged" + (p_.target.page_size ? std::to_string(p_.target.page_size) : "") : "");
+           (p_.target.split_kv ? "+split" : "") + (p_.target.varlen ? "+varlen" : "") +
+           (p_.target.paged ? "+paged" + (p_.target.page_size ? std::to_string(p_.target.page_size) : "") : "");
   }
   std::string describe() const override { return p_.describe(); }
   LaunchFacts launch() const override {
     const BlockMapPolicy& map = p_.spec->block_map;
-    return {p_.threads, p_.shared_bytes, map.needed, map.needed && map.per_batch, map.needed && map.per_head,
-            p_.persistent, p_.target.split_kv};
+    return {p_.threads,    p_.shared_bytes, map.needed,        map.needed && map.per_batch, map.needed && map.per_head,
+            p_.persistent, p_.tma,          p_.target.split_kv};
   }
   void emit(llvm::Module& module, const std::string& entry) const override {
     emit_attention_forward(module, p_, entry);

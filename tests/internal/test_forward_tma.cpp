@@ -1,0 +1,142 @@
+// The forward's TMA loads (ForwardPlan::tma, FLASHJIT_TMA): which plans get them, the kernel's
+// tensor-map parameters, and that the loads, not cp.async, fill the stages.
+#include <catch2/catch.hpp>
+#include <regex>
+
+#include "compiler/pipeline.hpp"
+#include "templates/common/forward_abi.hpp"
+#include "templates/fwd/plan.hpp"
+#include "tests/codegen_matrix.hpp"
+#include "tests/support.hpp"
+
+using namespace flashjit;
+
+namespace {
+
+CompiledKernel compile(const AttentionSpec& spec, TileConfig config, bool tma) {
+  KernelRequest request;
+  request.template_name = "attention_fwd";
+  request.target = Target{"sm_90a"};
+  request.target.tma = tma;
+  request.config = config;
+  return compile_planned(plan_kernel(analyze_spec(spec), request), StageOptions{});
+}
+CompiledKernel compile(int d, const std::string& mask, TileConfig config, bool tma) {
+  return compile(test::make(DType::bf16, d, mask), config, tma);
+}
+
+// Whether the entry's code reads parameter `i` by value (ld.param): the tensor maps are only ever
+// addressed, for the TMA unit.
+bool loads_param(const CompiledKernel& k, int i) {
+  return k.ptx.find("[" + k.entry + "_param_" + std::to_string(i) + "]") != std::string::npos;
+}
+
+// The byte counts the issuing thread expects on its mbarriers (mbarrier.arrive.expect_tx), in order.
+std::vector<long> expected_bytes(const std::string& ptx) {
+  std::vector<long> out;
+  const std::regex arrive(R"(expect_tx\.shared::cta\.b64 st, \[%r\d+\], (%r\d+);)");
+  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), arrive); it != std::sregex_iterator(); ++it) {
+    std::smatch set;
+    const std::string reg = (*it)[1];
+    const std::regex mov("mov\\.b32 \t" + reg + ", ([0-9]+);");
+    out.push_back(std::regex_search(ptx, set, mov) ? std::stol(set[1]) : -1);
+  }
+  return out;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("forward tma: producer plans load by tensor map unless FLASHJIT_TMA is off", "[pipeline]") {
+  Target on{"sm_90a"}, off{"sm_90a"};
+  off.tma = false;
+  auto plan = [](int d, const Target& t, TileConfig c) {
+    return plan_forward(analyze_spec(test::make(DType::bf16, d, "causal")), c, t);
+  };
+  const ForwardPlan p = plan(128, on, {128, 128, 8, 2});
+  REQUIRE(p.producer);
+  CHECK(p.tma);
+  CHECK_THAT(p.describe(), Catch::Contains("+staged-store +tma"));
+  CHECK(plan(256, on, {128, 64, 8, 2}).tma);
+  CHECK(plan(64, on, {128, 128, 8, 4}).tma);
+  // The same shared memory either way: TMA writes the panels cp.async wrote.
+  const ForwardPlan q = plan(128, off, {128, 128, 8, 2});
+  CHECK(q.producer);
+  CHECK_FALSE(q.tma);
+  CHECK_THAT(q.describe(), !Catch::Contains("+tma"));
+  CHECK(q.shared_bytes == p.shared_bytes);
+  // Without a producer warpgroup there is no thread to issue them: every thread copies.
+  const ForwardPlan cta = plan(128, on, {128, 64, 4, 2});
+  CHECK_FALSE(cta.producer);
+  CHECK_FALSE(cta.tma);
+  Target sm80{"sm_80"};
+  CHECK_FALSE(plan(128, sm80, {128, 64, 4, 2}).tma);
+}
+
+TEST_CASE("forward tma: the kernel takes three 128-byte tensor maps and loads every panel with them", "[codegen]") {
+  const CompiledKernel k = compile(128, "causal", {128, 128, 8, 2}, true);
+  INFO(k.description);
+  CHECK(k.tensor_maps);
+  // The last three parameters, by value, 64-byte aligned (the CUtensorMap layout).
+  const std::regex map_param(".param .align 64 .b8 " + k.entry + "_param_([0-9]+)\\[128\\]");
+  std::vector<int> at;
+  for (auto it = std::sregex_iterator(k.ptx.begin(), k.ptx.end(), map_param); it != std::sregex_iterator(); ++it)
+    at.push_back(std::stoi((*it)[1]));
+  REQUIRE(at.size() == kMapCount);
+  CHECK(at[1] == at[0] + 1);
+  CHECK(at[2] == at[0] + 2);
+  CHECK_THAT(k.ptx, Catch::Contains("cvta.param.u64"));
+  for (int i : at) CHECK_FALSE(loads_param(k, i));
+  // Q, K and V, two 64-column panels each, one instruction per panel; each load's bytes expected
+  // on its mbarrier by the issuing thread.
+  CHECK(count(k.ptx, "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 6);
+  CHECK(count(k.ptx, "mbarrier.arrive.expect_tx.shared::cta.b64") == 3);
+  // Each expects its whole tile, 128 rows × 128 columns × 2 bytes: a wrong count never completes
+  // the phase, and the CTA waits forever.
+  CHECK(expected_bytes(k.ptx) == std::vector<long>{32768, 32768, 32768});
+  // No thread copies with cp.async, and the compute warps fence the async proxy only once, after
+  // the mbarriers' initialisation: the TMA writes through the proxy wgmma reads.
+  CHECK_THAT(k.ptx, !Catch::Contains("cp.async.cg"));
+  CHECK_THAT(k.ptx, !Catch::Contains("cp.async.mbarrier.arrive"));
+  CHECK(count(k.ptx, "fence.proxy.async") == 1);
+
+  // FLASHJIT_TMA=off: the same plan's producer copies with cp.async, no tensor maps.
+  const CompiledKernel off = compile(128, "causal", {128, 128, 8, 2}, false);
+  CHECK_FALSE(off.tensor_maps);
+  CHECK(off.key != k.key);
+  CHECK_THAT(off.ptx, !Catch::Contains("cp.async.bulk.tensor"));
+  CHECK_THAT(off.ptx, !Catch::Contains(".align 64 .b8"));
+  CHECK_THAT(off.ptx, Catch::Contains("cp.async.cg"));
+  CHECK(count(off.ptx, "fence.proxy.async") > 1);
+
+  // A mask with a block map: its tile lists and counts come just before the tensor maps, and the
+  // kernel reads those, never the maps.
+  AttentionSpec doc = test::make(DType::bf16, 128, "document(doc)");
+  doc.tensors = {{"doc", ScalarType::i32, {"seq_kv"}}};
+  const CompiledKernel listed = compile(doc, {128, 128, 8, 2}, true);
+  INFO(listed.description);
+  REQUIRE(listed.tensor_maps);
+  REQUIRE_FALSE(listed.map_entry.empty());
+  const int maps_at = at[0] + 1 + 2;  // one spec tensor, then the tile lists and counts
+  CHECK_THAT(listed.ptx,
+             Catch::Contains(".param .align 64 .b8 " + listed.entry + "_param_" + std::to_string(maps_at) + "[128]"));
+  CHECK(loads_param(listed, maps_at - 2));
+  CHECK(loads_param(listed, maps_at - 1));
+  for (int i = maps_at; i < maps_at + kMapCount; ++i) CHECK_FALSE(loads_param(listed, i));
+
+  // d = 256 (one Q buffer): K and V by tensor map (four panels each, one mbarrier per stage), Q by
+  // the compute warps' cp.async, which they publish to the async proxy themselves.
+  const CompiledKernel wide = compile(256, "none", {128, 64, 8, 2}, true);
+  INFO(wide.description);
+  CHECK(wide.tensor_maps);
+  CHECK(count(wide.ptx, "cp.async.bulk.tensor.4d") == 8);
+  CHECK(count(wide.ptx, "mbarrier.arrive.expect_tx") == 1);
+  CHECK(expected_bytes(wide.ptx) == std::vector<long>{2 * 64 * 256 * 2});  // K and V on one mbarrier
+  CHECK_THAT(wide.ptx, Catch::Contains("cp.async.cg"));
+  CHECK(count(wide.ptx, "fence.proxy.async") == 2);
+}
