@@ -8,40 +8,42 @@
 
 namespace flashjit::rt {
 
-namespace {
-
-// One tensor as the kernel's loads see it: 4-d, innermost first (head dim, seq, heads, batch),
-// box = one 64-column panel of `box_rows` rows, 128-byte swizzled like the shared-memory panels.
-cu::CUtensorMap encode(const char* name, const Tensor& t, int64_t dim, int64_t seq, int64_t heads, int64_t batch,
-                       int box_rows, bool fp16) {
+TensorMapShape tensor_map_shape(const char* name, const Tensor& t, int64_t dim, int64_t seq, int64_t heads,
+                                int64_t batch) {
   const int64_t extents[3] = {seq, heads, batch};
   const int64_t strides[3] = {t.stride[1], t.stride[2], t.stride[0]};
   static const char* what[3] = {"stride[1] (seq)", "stride[2] (heads)", "stride[0] (batch)"};
-  unsigned long long dims[4] = {static_cast<unsigned long long>(dim), 1, 1, 1};
-  unsigned long long bytes[3] = {};
+  TensorMapShape s{{static_cast<unsigned long long>(dim), 1, 1, 1}, {}};
   for (int i = 0; i < 3; ++i) {
-    // A kernel reading no rows still takes a map: an empty extent is described as one row.
-    dims[i + 1] = static_cast<unsigned long long>(std::max<int64_t>(extents[i], 1));
+    s.dims[i + 1] = static_cast<unsigned long long>(std::max<int64_t>(extents[i], 1));
     const int64_t b = strides[i] * 2;
     if (extents[i] > 1 && (b == 0 || b >= (int64_t(1) << 40)))
       throw Error(ErrorKind::usage,
                   std::string("forward: ") + name + "." + what[i] + " is " + std::to_string(strides[i]) +
                       " elements over " + std::to_string(extents[i]) + "; this kernel loads " + name +
-                      " with the TMA unit, whose tensor maps take strides "
-                      "of 16 bytes to 2^40 bytes (set FLASHJIT_TMA=off for kernels that copy with cp.async)");
-    // A stride over a single row, head or batch is never stepped: any legal value describes it.
-    bytes[i] = static_cast<unsigned long long>(extents[i] > 1 ? b : 16);
+                      " with the TMA unit, whose tensor maps take strides of 16 bytes to 2^40 bytes (set "
+                      "FLASHJIT_TMA=off for kernels that copy with cp.async)");
+    s.strides[i] = static_cast<unsigned long long>(extents[i] > 1 ? b : 16);
   }
+  return s;
+}
+
+namespace {
+
+cu::CUtensorMap encode(const char* name, const Tensor& t, int64_t dim, int64_t seq, int64_t heads, int64_t batch,
+                       int box_rows, bool fp16) {
+  const TensorMapShape s = tensor_map_shape(name, t, dim, seq, heads, batch);
   const unsigned box[4] = {kTensorMapPanel, static_cast<unsigned>(box_rows), 1, 1};
   const unsigned steps[4] = {1, 1, 1, 1};
   cu::CUtensorMap map{};
   const cu::CUresult r = cu::driver().cuTensorMapEncodeTiled(
-      &map, fp16 ? cu::CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : cu::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, t.data, dims, bytes,
-      box, steps, cu::CU_TENSOR_MAP_INTERLEAVE_NONE, cu::CU_TENSOR_MAP_SWIZZLE_128B,
+      &map, fp16 ? cu::CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : cu::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, t.data, s.dims,
+      s.strides, box, steps, cu::CU_TENSOR_MAP_INTERLEAVE_NONE, cu::CU_TENSOR_MAP_SWIZZLE_128B,
       cu::CU_TENSOR_MAP_L2_PROMOTION_L2_256B, cu::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  cu::check(r, (std::string("cuTensorMapEncodeTiled(") + name + ", dims " + std::to_string(dims[0]) + "x" +
-                std::to_string(dims[1]) + "x" + std::to_string(dims[2]) + "x" + std::to_string(dims[3]) + ", strides " +
-                std::to_string(bytes[0]) + "/" + std::to_string(bytes[1]) + "/" + std::to_string(bytes[2]) + " bytes)")
+  cu::check(r, (std::string("cuTensorMapEncodeTiled(") + name + ", dims " + std::to_string(s.dims[0]) + "x" +
+                std::to_string(s.dims[1]) + "x" + std::to_string(s.dims[2]) + "x" + std::to_string(s.dims[3]) +
+                ", strides " + std::to_string(s.strides[0]) + "/" + std::to_string(s.strides[1]) + "/" +
+                std::to_string(s.strides[2]) + " bytes)")
                    .c_str());
   return map;
 }

@@ -9,10 +9,22 @@
 
 namespace flashjit::rt {
 
-// Q's, K's and V's maps (kMapQ, kMapK, kMapV) for `kernel` at this launch. A stride the TMA unit
-// cannot describe (zero over more than one row, head or batch; 2^40 bytes or more) is
-// Error(usage) naming the tensor, the stride and FLASHJIT_TMA=off, which builds kernels without
-// tensor maps. Call with the launch's context current.
+// One tensor as the kernel's loads see it, in cuTensorMapEncodeTiled's terms: 4-d, innermost
+// first (head dim, seq, heads, batch), strides in bytes of the outer three.
+struct TensorMapShape {
+  unsigned long long dims[4];
+  unsigned long long strides[3];
+};
+// `t` viewed as [batch, seq, heads, dim] of 16-bit elements. A stride the TMA unit cannot describe
+// (zero over more than one row, head or batch; 2^40 bytes or more) is Error(usage) naming the tensor
+// `name`, the stride and FLASHJIT_TMA=off, which builds kernels without tensor maps. A stride over a
+// single row, head or batch is never stepped and becomes 16 bytes; an empty extent one row.
+TensorMapShape tensor_map_shape(const char* name, const Tensor& t, int64_t dim, int64_t seq, int64_t heads,
+                                int64_t batch);
+
+// Q's, K's and V's maps (kMapQ, kMapK, kMapV) for `kernel` at this launch, each box one 64-column
+// panel of a tile (block_m rows for Q, block_n for K and V), 128-byte swizzled like the shared
+// panels. Call with the launch's context current.
 std::array<cu::CUtensorMap, 3> encode_tensor_maps(const CompiledKernel& kernel, const ForwardArgs& args,
                                                   int head_dim_qk, int head_dim_v, bool fp16);
 

@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "compiler/pipeline.hpp"
+#include "runtime/tensor_map.hpp"
 #include "templates/common/forward_abi.hpp"
 #include "templates/fwd/plan.hpp"
 #include "tests/codegen_matrix.hpp"
@@ -139,4 +140,34 @@ TEST_CASE("forward tma: the kernel takes three 128-byte tensor maps and loads ev
   CHECK(expected_bytes(wide.ptx) == std::vector<long>{2 * 64 * 256 * 2});  // K and V on one mbarrier
   CHECK_THAT(wide.ptx, Catch::Contains("cp.async.cg"));
   CHECK(count(wide.ptx, "fence.proxy.async") == 2);
+}
+
+TEST_CASE("forward tma: tensor maps describe the caller's strides, and refuse what TMA cannot", "[runtime]") {
+  // [batch 2, seq 1000, heads 8, d 128] contiguous: strides in bytes of seq, heads, batch.
+  Tensor t;
+  t.stride[0] = 1000 * 8 * 128, t.stride[1] = 8 * 128, t.stride[2] = 128;
+  const rt::TensorMapShape s = rt::tensor_map_shape("k", t, 128, 1000, 8, 2);
+  CHECK(std::vector<unsigned long long>(s.dims, s.dims + 4) == std::vector<unsigned long long>{128, 1000, 8, 2});
+  CHECK(std::vector<unsigned long long>(s.strides, s.strides + 3) ==
+        std::vector<unsigned long long>{8 * 128 * 2, 128 * 2, 1000 * 8 * 128 * 2});
+  // One batch: its stride is never stepped (0 is allowed by the launch checks), and an empty
+  // sequence still gets a one-row map, which no load reads.
+  Tensor one = t;
+  one.stride[0] = 0;
+  const rt::TensorMapShape b1 = rt::tensor_map_shape("q", one, 128, 0, 8, 1);
+  CHECK(b1.dims[1] == 1);
+  CHECK(b1.strides[2] == 16);
+  // Heads broadcast with stride 0: a usage error naming the stride and the knob.
+  Tensor broadcast = t;
+  broadcast.stride[2] = 0;
+  CHECK_THROWS_WITH(rt::tensor_map_shape("v", broadcast, 128, 1000, 8, 2),
+                    Catch::Contains("v.stride[2] (heads) is 0 elements over 8") && Catch::Contains("FLASHJIT_TMA=off"));
+  try {
+    rt::tensor_map_shape("v", broadcast, 128, 1000, 8, 2);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+  }
+  Tensor huge = t;
+  huge.stride[0] = int64_t(1) << 39;  // 2^40 bytes
+  CHECK_THROWS_WITH(rt::tensor_map_shape("q", huge, 128, 1000, 8, 2), Catch::Contains("q.stride[0] (batch)"));
 }
