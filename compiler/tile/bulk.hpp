@@ -13,9 +13,10 @@ namespace flashjit::tile {
 
 // The generic address of the tensor map passed by value as kernel parameter `param` (PTX names
 // it "<kernel>_param_<index>"): the address of a kernel parameter is in the .param space and
-// cvta.param makes it generic (PTX ISA §5.1.6.1, §9.7.9.20), the form cp.async.bulk.tensor takes.
+// cvta.param makes it generic (PTX ISA, "Kernel Function Parameters" and cvta), the form
+// cp.async.bulk.tensor takes.
 llvm::Value* tensor_map_address(Emitter& e, const std::string& param);
-// cp.async.bulk.tensor.4d (PTX ISA §9.7.9.25.5.1): the box of `map` at coordinates `at`
+// cp.async.bulk.tensor.4d (PTX ISA, "cp.async.bulk.tensor"): the box of `map` at coordinates `at`
 // (innermost first) into shared memory at `dst`, its bytes counted against mbarrier `bar`
 // (complete_tx), elements outside the tensor zero-filled. Whatever layout the map's swizzle
 // gives lands at `dst`, which a 128-byte swizzle needs 1024-byte aligned.

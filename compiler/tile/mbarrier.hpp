@@ -14,7 +14,7 @@ namespace flashjit::tile {
 void mbarrier_init(Emitter& e, llvm::Value* bar, int count);
 // mbarrier.arrive (release): one arrival from this thread.
 void mbarrier_arrive(Emitter& e, llvm::Value* bar);
-// mbarrier.arrive.expect_tx (PTX ISA §9.7.13.15.11, sm_90): one arrival that also raises the
+// mbarrier.arrive.expect_tx (PTX ISA, "mbarrier.arrive", sm_90): one arrival that also raises the
 // phase's transaction count by `bytes`, which the asynchronous copies signalling this barrier
 // (complete_tx) count back down; the phase completes when both reach zero.
 void mbarrier_arrive_expect_tx(Emitter& e, llvm::Value* bar, int bytes);
