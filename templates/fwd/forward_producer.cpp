@@ -212,6 +212,9 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
     produce();
     advance(lead);
   });
+  // The thread's cp.async copies are waited for before it exits. Tensor loads complete on their
+  // mbarriers, which the compute warps wait on before the CTA and its shared memory end (memcheck
+  // and racecheck clean, docs/perf-notes.md §36).
   if (!TMA) tile::cp_async_wait(e_, 0);
   B.CreateRetVoid();
 
@@ -335,9 +338,10 @@ void ForwardKernel::rotated_walk() {
 
 // The producer's walk: each step waits until its stage's last readers are done (the previous
 // phase of its empty mbarrier), issues the K and V copies and has the full mbarrier arrived at
-// when they land; with ForwardPlan::rotated K and V each have their own pair of mbarriers, K's
-// copies going first. It waits for its last copies before it exits. A listed walk (block map)
-// keeps its own look-ahead entries: the producer and the compute warps each walk the list.
+// when they land (ForwardPlan::tma: lane 0 expects the tiles' bytes there and issues one tensor
+// load per panel); with ForwardPlan::rotated K and V each have their own pair of mbarriers, K's
+// copies going first. A listed walk (block map) keeps its own look-ahead entries: the producer
+// and the compute warps each walk the list.
 void ForwardKernel::produce() {
   auto& B = e_.b;
   e_.loop(e_.c32(0), walk_->count(), 1, "produce", [&](Value* j) {
