@@ -23,7 +23,7 @@ class BackwardKernelPlan final : public KernelPlan {
   }
   std::string describe() const override { return p_.describe(); }
   // The main entry is the dK/dV kernel; the runtime finds the others by backward_entries().
-  LaunchFacts launch() const override { return {p_.kv.threads, p_.kv.shared_bytes, false, false, false}; }
+  LaunchFacts launch() const override { return {.threads = p_.kv.threads, .shared_bytes = p_.kv.shared_bytes}; }
   void emit(llvm::Module& module, const std::string& entry) const override {
     emit_attention_backward(module, p_, entry);
   }

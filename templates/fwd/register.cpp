@@ -35,8 +35,14 @@ class ForwardKernelPlan final : public KernelPlan {
   std::string describe() const override { return p_.describe(); }
   LaunchFacts launch() const override {
     const BlockMapPolicy& map = p_.spec->block_map;
-    return {p_.threads,    p_.shared_bytes, map.needed,        map.needed && map.per_batch, map.needed && map.per_head,
-            p_.persistent, p_.tma,          p_.target.split_kv};
+    return {.threads = p_.threads,
+            .shared_bytes = p_.shared_bytes,
+            .has_map = map.needed,
+            .map_per_batch = map.needed && map.per_batch,
+            .map_per_head = map.needed && map.per_head,
+            .persistent = p_.persistent,
+            .tensor_maps = p_.tma,
+            .has_combine = p_.target.split_kv};
   }
   void emit(llvm::Module& module, const std::string& entry) const override {
     emit_attention_forward(module, p_, entry);
