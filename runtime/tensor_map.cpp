@@ -40,6 +40,7 @@ cu::CUtensorMap encode(const char* name, const Tensor& t, int64_t dim, int64_t s
       &map, fp16 ? cu::CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : cu::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, t.data, s.dims,
       s.strides, box, steps, cu::CU_TENSOR_MAP_INTERLEAVE_NONE, cu::CU_TENSOR_MAP_SWIZZLE_128B,
       cu::CU_TENSOR_MAP_L2_PROMOTION_L2_256B, cu::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r == cu::CUDA_SUCCESS) return map;  // the message below is built only for a failure
   cu::check(r, (std::string("cuTensorMapEncodeTiled(") + name + ", dims " + std::to_string(s.dims[0]) + "x" +
                 std::to_string(s.dims[1]) + "x" + std::to_string(s.dims[2]) + "x" + std::to_string(s.dims[3]) +
                 ", strides " + std::to_string(s.strides[0]) + "/" + std::to_string(s.strides[1]) + "/" +

@@ -79,7 +79,7 @@ std::string param_symbol(const llvm::Function* fn, unsigned i) {
   return fn->getName().str() + "_param_" + std::to_string(i);
 }
 
-llvm::Value* backward_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i) {
+llvm::Value* tail_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i) {
   return fn->getArg(unsigned(kParamCount + spec.dsl.params.size() + spec.dsl.tensors.size() + i));
 }
 
@@ -133,14 +133,12 @@ KvBoundsInputs kv_bounds_inputs(tile::Emitter& e, const ExprInputs& ex, llvm::Va
   return kb;
 }
 
-BlockMapRow block_map_row(tile::Emitter& e, const BlockMapPolicy& policy, const TileConfig& config, const ExprInputs& ex,
+BlockMapRow block_map_row(tile::Emitter& e, const AnalyzedSpec& spec, const TileConfig& config, const ExprInputs& ex,
                           llvm::Value* q_tile) {
   auto& B = e.b;
-  llvm::Function* fn = e.fn;
-  unsigned n = fn->arg_size();
-  while (n > 0 && fn->hasParamAttribute(n - 1, llvm::Attribute::ByVal)) --n;  // the tensor maps follow the tail
-  llvm::Value* tiles = fn->getArg(n - 2);
-  llvm::Value* counts = fn->getArg(n - 1);
+  const BlockMapPolicy& policy = spec.block_map;
+  llvm::Value* tiles = tail_arg(e.fn, spec, 0);
+  llvm::Value* counts = tail_arg(e.fn, spec, 1);
   const int BM = config.block_m, BN = config.block_n;
   llvm::Value* q_tiles = B.CreateUDiv(B.CreateAdd(ex.seq_q, e.c32(BM - 1)), e.c32(BM));
   llvm::Value* kv_tiles = B.CreateUDiv(B.CreateAdd(ex.seq_kv, e.c32(BN - 1)), e.c32(BN));

@@ -29,8 +29,10 @@ llvm::Function* declare_kernel(llvm::Module& m, const AnalyzedSpec& spec, const 
 // The PTX name of kernel `fn`'s parameter `i`, which inline PTX uses to take its address.
 std::string param_symbol(const llvm::Function* fn, unsigned i);
 
+// Parameter `i` of the tail (KernelTail): the parameters after the spec's params and tensors.
+llvm::Value* tail_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i);
 // Parameter `i` (BackwardParam) of a kernel declared with KernelTail::backward.
-llvm::Value* backward_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i);
+inline llvm::Value* backward_arg(llvm::Function* fn, const AnalyzedSpec& spec, int i) { return tail_arg(fn, spec, i); }
 
 // Builtins, params and tensors (with their launch extents) as the function's IR values.
 // `heads_q` null: the grid's y extent (kernels with one CTA row per query head); `batches` null:
@@ -45,8 +47,9 @@ struct BlockMapRow {
   llvm::Value* count;  // ptr addrspace(1) to i32
   llvm::Value* tiles;  // ptr addrspace(1) to i32 × ceil(seq_kv / block_n)
 };
-// The map of a block_m × block_n tiling: one row of ceil(seq_kv / block_n) entries per query tile.
-BlockMapRow block_map_row(tile::Emitter& e, const BlockMapPolicy& policy, const TileConfig& config, const ExprInputs& ex,
+// The map of a block_m × block_n tiling: one row of ceil(seq_kv / block_n) entries per query tile,
+// from the tile lists and counts of a kernel declared with KernelTail::block_map.
+BlockMapRow block_map_row(tile::Emitter& e, const AnalyzedSpec& spec, const TileConfig& config, const ExprInputs& ex,
                           llvm::Value* q_tile);
 
 }  // namespace flashjit

@@ -27,7 +27,7 @@ llvm::Function* emit_block_map(llvm::Module& module, const ForwardPlan& plan, co
   Value* head_kv = B.CreateUDiv(head, fn->getArg(kParamGroup));
   ExprInputs ex = expr_inputs(e, *plan.spec, batch, head, head_kv);
   return_if_idle(e, plan.spec->block_map, head, batch);
-  BlockMapRow row = block_map_row(e, plan.spec->block_map, plan.config, ex, q_tile);
+  BlockMapRow row = block_map_row(e, *plan.spec, plan.config, ex, q_tile);
   TileMapRow m;
   m.spec = plan.spec.get();
   m.rows = BM, m.cols = BN, m.threads = T;

@@ -156,7 +156,7 @@ void ForwardKernel::find_key_tiles() {
   Value* n_tiles = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(span.end, span.first), e_.c32(0));
   Value* list = nullptr;
   if (plan_.has_map()) {
-    BlockMapRow row = block_map_row(e_, plan_.spec->block_map, plan_.config, ex_, q_tile_);
+    BlockMapRow row = block_map_row(e_, *plan_.spec, plan_.config, ex_, q_tile_);
     n_tiles = B.CreateAlignedLoad(e_.i32(), row.count, llvm::Align(4));
     list = row.tiles;
   }

@@ -94,11 +94,9 @@ class ForwardKernel {
   void produce();
   // ForwardPlan::tma: the `rows`-row tile of tensor map `map` at (row, head) of this tile's batch
   // into `dst`, one box per 64-column panel of `d` columns, counted on `bar`. One thread issues it.
+  // The boxes fill the buffer whole (zeros past the tensor's edge): the bytes `bar` expects are the
+  // buffer's (ForwardSmem::q_bytes, k_stage, v_stage).
   void load_by_tma(int map, const SmemTile& dst, int d, Value* row, Value* head, Value* bar);
-  // The bytes one such tile brings: whole boxes, zero-filled past the tensor's edge.
-  int tma_bytes(int rows, int d) const {
-    return rows * ((d + kTensorMapPanel - 1) / kTensorMapPanel * kTensorMapPanel) * 2;
-  }
   // Stage `stage`'s "full" and "empty" mbarriers (ForwardPlan::producer); with
   // ForwardPlan::rotated those are K's, and V has its own pair.
   Value* full_bar(Value* stage) { return e_.b.CreateAdd(bars_, e_.b.CreateMul(stage, e_.c32(8))); }

@@ -201,7 +201,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
       Value* full = walk_bar(kQFull, q.buffer);
       if (TMA) {
         e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "q.tma", [&] {
-          tile::mbarrier_arrive_expect_tx(e_, full, tma_bytes(BM, spec_.head_dim_qk));
+          tile::mbarrier_arrive_expect_tx(e_, full, plan_.smem.q_bytes);
           load_by_tma(kMapQ, q_buffer(q.buffer), spec_.head_dim_qk, q_start_, head_, full);
         });
       } else {
@@ -362,14 +362,14 @@ void ForwardKernel::produce() {
       Value* first = B.CreateICmpEQ(lane_, e_.c32(0));
       e_.when(first, "kv.tma", [&] {
         Value* full = full_bar(stage);
-        tile::mbarrier_arrive_expect_tx(e_, full, tma_bytes(BN, d_qk) + (ROTATED ? 0 : tma_bytes(BN, d_v)));
+        tile::mbarrier_arrive_expect_tx(e_, full, plan_.smem.k_stage + (ROTATED ? 0 : plan_.smem.v_stage));
         load_by_tma(kMapK, k, d_qk, row, head_kv_, full);
         if (!ROTATED) load_by_tma(kMapV, v, d_v, row, head_kv_, full);
       });
       if (!ROTATED) return;
       refill(v_empty_bar(stage));
       e_.when(first, "v.tma", [&] {
-        tile::mbarrier_arrive_expect_tx(e_, v_full_bar(stage), tma_bytes(BN, d_v));
+        tile::mbarrier_arrive_expect_tx(e_, v_full_bar(stage), plan_.smem.v_stage);
         load_by_tma(kMapV, v, d_v, row, head_kv_, v_full_bar(stage));
       });
       return;
