@@ -114,10 +114,19 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
   request.target.paged = form.paged;
   request.target.page_size = form.page_size;
   request.config = c.compiled->config;
+  std::string reason = c.compiled->config_reason;
+  // The heuristic's tile for the base form may be one only the base form's producer runs well (d =
+  // 256 unmasked: 128-key tiles in one stage); this form then gets the heuristic's tile for itself.
+  if (!dispatch_.config_given &&
+      autotune::same_config(*request.config, forward_heuristic(*source_.spec, source_.target, nullptr))) {
+    std::string own;
+    TileConfig h = forward_heuristic(*source_.spec, request.target, &own);
+    if (!autotune::same_config(h, *request.config)) request.config = h, reason = own + " (for this launch's form)";
+  }
   auto l = std::make_unique<Loaded>();
   l->ctx = ctx_;
   l->m = compile_and_load(*ctx_, plan_kernel(source_.spec, request), source_.stages);
-  l->m.compiled.config_reason = c.compiled->config_reason;
+  l->m.compiled.config_reason = reason;
   std::unique_lock<std::shared_mutex> lock(mu_);
   auto it = modules_.emplace(name, std::move(l)).first;
   return {&it->second->m.compiled, &it->second->m.loaded, c.why, c.splits};

@@ -121,3 +121,28 @@ TEST_CASE("gpu forward: rows with no visible key give O = 0 and LSE = -inf and n
   INFO(w.message);
   CHECK(w.ok);
 }
+
+// The lazy rescale (ForwardPlan::grow_at: d = 256 with 128-key tiles) keeps a row's max until a
+// tile raises it past 2^8. Random scores settle their max in the first tile, so these push it up
+// across the walk: a key ramp that raises it every few tiles or every tile, one that never does,
+// and a scale of 1 whose outliers move it at random tiles.
+TEST_CASE("gpu forward: d=256 lazy rescale, with a row max that grows across the key tiles", "[gpu][forward]") {
+  REQUIRE_GPU_OR_SKIP();
+  Runtime rt = Runtime::create(0);
+  uint64_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::vector<Case> cases;
+  cases.push_back(Case::of(make_spec(DType::bf16, 256, 256, "none", "score + 0.02 * kv"), 1000, 1000, 1, 2, 2));
+  cases.push_back(Case::of(make_spec(DType::bf16, 256, 256, "causal", "score + 0.1 * kv"), 777, 777, 1, 2, 2));
+  cases.push_back(Case::of(make_spec(DType::f16, 256, 256, "none", "score - 0.02 * kv"), 1000, 1000, 1, 2, 2));
+  for (Case& c : cases) c.config = TileConfig{128, 128, 8, 1};
+  Case big = Case::of(make_spec(DType::bf16, 256, 256, "none"), 2048, 2048, 1, 2, 2);  // the heuristic's kernel
+  big.scale = 1.f;
+  cases.push_back(big);
+  for (const Case& c : cases) {
+    ref::Verdict v = run_case(rt, c, seed++);
+    INFO(c.spec.canonical() << " scale " << c.scale << ": " << v.message);
+    CHECK(v.ok);
+    CHECK(v.nan_count == 0);
+  }
+}

@@ -18,6 +18,9 @@ struct SoftmaxRows {
 // ex2.approx per score): per row, m' = max(m, rowmax(s)), s ← 2^(s·k − m'·k), l ← l·α + rowsum(s)
 // and every O accumulator of the row ← O·α, α = 2^(m·k − m'·k), k = multiplier. A row whose keys
 // are all masked keeps m = −inf; using 0 as its max keeps 2^(s·k − m'·k) at 0 instead of NaN.
-void online_softmax(Emitter& e, RegTile& s, llvm::Value* multiplier, const SoftmaxRows& rows, const TileVars& o);
+// grow_at > 0: a row keeps its max until the tile's max exceeds it by more than grow_at in the exp2
+// domain, and a warp rescales O only when one of its rows moved its max.
+void online_softmax(Emitter& e, RegTile& s, llvm::Value* multiplier, const SoftmaxRows& rows, const TileVars& o,
+                    float grow_at = 0.f);
 
 }  // namespace flashjit::tile

@@ -48,6 +48,7 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       PERSISTENT(plan.persistent),
       Q_AHEAD(plan.persistent && plan.q_buffers > 1),
       ROTATED(plan.rotated),
+      KV_BARS(plan.kv_bars),
       TMA(plan.tma) {
   auto& B = e_.b;
   B.SetInsertPoint(llvm::BasicBlock::Create(e_.ctx, "entry", fn_));
@@ -282,19 +283,24 @@ void ForwardKernel::init_state() {
 }
 
 // With a producer: step j waits for its stage's full mbarrier (phase j / S, j counted from the
-// persistent walk's first tile) and frees the stage
-// when the products that read it have been waited for, which body() does before it returns.
+// persistent walk's first tile) and frees the stage when the products that read it have been
+// waited for, which body() does before it returns. With ForwardPlan::kv_bars those are the K
+// tile's: body() frees K once S is done and waits for V before P·V (scores, accumulate_output),
+// and the step then frees V.
 void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body) {
   auto& B = e_.b;
   if (PRODUCER) {
     e_.loop(e_.c32(0), walk_->count(), 1, "kv", [&](Value* j) {
       Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
       const TileWalk::Step step = walk_->begin_step(e_, j);  // a listed walk's entries, one step ahead
-      tile::mbarrier_wait(e_, full_bar(stage), B.CreateAnd(B.CreateUDiv(pipe_step(j), e_.c32(S)), e_.c32(1)));
+      Value* parity = B.CreateAnd(B.CreateUDiv(pipe_step(j), e_.c32(S)), e_.c32(1));
+      tile::mbarrier_wait(e_, full_bar(stage), parity);
       if (!TMA) tc_->publish_shared(e_);  // cp.async writes through the generic proxy, TMA the async one
       KeyTile t = key_tile(j, step.now);
+      if (KV_BARS) t.stage = stage, t.parity = parity;
       body(t);
-      e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "release", [&] { tile::mbarrier_arrive(e_, empty_bar(stage)); });
+      e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "release",
+              [&] { tile::mbarrier_arrive(e_, KV_BARS ? v_empty_bar(stage) : empty_bar(stage)); });
     });
     return;
   }
@@ -386,7 +392,18 @@ void ForwardKernel::mask_scores(RegTile& s, const KeyTile& t) {
   s = s_vars_.load(e_);
 }
 
+RegTile ForwardKernel::scores(const KeyTile& t) {
+  RegTile s = tc_->mma_abt(e_, t.k);
+  if (t.stage)
+    e_.when(e_.b.CreateICmpEQ(lane_, e_.c32(0)), "release.k", [&] { tile::mbarrier_arrive(e_, empty_bar(t.stage)); });
+  return s;
+}
+
 void ForwardKernel::accumulate_output(const RegTile& p, const KeyTile& t) {
+  if (t.stage) {
+    tile::mbarrier_wait(e_, v_full_bar(t.stage), t.parity);
+    if (!TMA) tc_->publish_shared(e_);
+  }
   RegTile acc = o_.load(e_);
   tc_->mma_pv(e_, acc, p, t.v);
   o_.store(e_, acc);

@@ -39,6 +39,8 @@ struct KeyTile {
   Value* entry = nullptr;        // its block-map list entry (null without a list)
   Value* last_q = nullptr;       // seq_q − 1 and seq_kv − 1: expressions read clamped positions
   Value* last_kv = nullptr;
+  Value* stage = nullptr;   // ForwardPlan::kv_bars walks: the stage and its phase's parity
+  Value* parity = nullptr;  // (null in other walks)
 };
 
 class ForwardKernel {
@@ -52,10 +54,12 @@ class ForwardKernel {
   void for_each_key_tile(const std::function<void(KeyTile&)>& body);
   // ForwardPlan::rotated: the same steps, each P·V product issued together with the next S.
   void rotated_walk();
-  RegTile scores(const KeyTile& t) { return tc_->mma_abt(e_, t.k); }
+  // S = Q Kᵀ, waited for; with ForwardPlan::kv_bars it then frees the K stage.
+  RegTile scores(const KeyTile& t);
   void modify_scores(RegTile& s, KeyTile& t);
   void mask_scores(RegTile& s, const KeyTile& t);
-  void softmax_step(RegTile& s) { tile::online_softmax(e_, s, multiplier_, softmax_, o_); }
+  void softmax_step(RegTile& s) { tile::online_softmax(e_, s, multiplier_, softmax_, o_, plan_.grow_at); }
+  // O += P V; with ForwardPlan::kv_bars it first waits for the V stage.
   void accumulate_output(const RegTile& p, const KeyTile& t);
   void store_output();
   void finish() { e_.b.CreateRetVoid(); }
@@ -85,7 +89,8 @@ class ForwardKernel {
   void publish_tile(Value* t, Value* round);
   Value* take_tile(Value* round);
   SmemTile q_buffer(Value* b);
-  void tile_loop(llvm::AllocaInst* t, Value* total, const char* name, const std::function<void(Value*)>& body);
+  void tile_loop(llvm::AllocaInst* t, const std::function<Value*()>& total, const char* name,
+                 const std::function<void(Value*)>& body);
   // Step j of this tile's walk as a step of the pipeline, which a persistent CTA runs on across tiles.
   Value* pipe_step(Value* j) { return step0_ ? e_.b.CreateAdd(step0_, j) : j; }
   void load_q();
@@ -98,7 +103,7 @@ class ForwardKernel {
   // buffer's (ForwardSmem::q_bytes, k_stage, v_stage).
   void load_by_tma(int map, const SmemTile& dst, int d, Value* row, Value* head, Value* bar);
   // Stage `stage`'s "full" and "empty" mbarriers (ForwardPlan::producer); with
-  // ForwardPlan::rotated those are K's, and V has its own pair.
+  // ForwardPlan::kv_bars those are K's, and V has its own pair.
   Value* full_bar(Value* stage) { return e_.b.CreateAdd(bars_, e_.b.CreateMul(stage, e_.c32(8))); }
   Value* empty_bar(Value* stage) { return e_.b.CreateAdd(full_bar(stage), e_.c32(8 * S)); }
   Value* v_full_bar(Value* stage) { return e_.b.CreateAdd(full_bar(stage), e_.c32(16 * S)); }
@@ -132,6 +137,7 @@ class ForwardKernel {
   const bool PERSISTENT;        // ForwardPlan::persistent: the CTA walks tiles
   const bool Q_AHEAD;           // persistent, two Q buffers: the producer loads each tile's Q
   const bool ROTATED;           // ForwardPlan::rotated: P·V of step j − 1 issued with S of step j
+  const bool KV_BARS;           // ForwardPlan::kv_bars: K and V stages each have their own mbarriers
   const bool TMA;               // ForwardPlan::tma: the producer's first thread loads by tensor map
   // One Q buffer: the compute warpgroups' named barrier orders their Q copies and products.
   static constexpr int kComputeBarrier = 3;

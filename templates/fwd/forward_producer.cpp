@@ -24,7 +24,7 @@ Value* ForwardKernel::split_warpgroups() {
     for (int s = 0; s < S; ++s) {
       tile::mbarrier_init(e_, full_bar(e_.c32(s)), loaders);
       tile::mbarrier_init(e_, empty_bar(e_.c32(s)), warps);  // one arrival per compute warp
-      if (!ROTATED) continue;
+      if (!KV_BARS) continue;
       tile::mbarrier_init(e_, v_full_bar(e_.c32(s)), loaders);
       tile::mbarrier_init(e_, v_empty_bar(e_.c32(s)), warps);
     }
@@ -107,8 +107,9 @@ SmemTile ForwardKernel::q_buffer(Value* b) {
   return SmemTile{B.CreateSelect(B.CreateICmpEQ(b, e_.c32(0)), q_smem_.base, second), BM};
 }
 
-// `while (t < total) body(t);` with t in a variable that body advances.
-void ForwardKernel::tile_loop(llvm::AllocaInst* t, Value* total, const char* name, const std::function<void(Value*)>& body) {
+// `while (t < total()) body(t);` with t in a variable that body advances.
+void ForwardKernel::tile_loop(llvm::AllocaInst* t, const std::function<Value*()>& total, const char* name,
+                              const std::function<void(Value*)>& body) {
   auto& B = e_.b;
   llvm::BasicBlock* head = llvm::BasicBlock::Create(e_.ctx, std::string(name) + ".head", fn_);
   llvm::BasicBlock* work = llvm::BasicBlock::Create(e_.ctx, std::string(name) + ".body", fn_);
@@ -116,7 +117,7 @@ void ForwardKernel::tile_loop(llvm::AllocaInst* t, Value* total, const char* nam
   B.CreateBr(head);
   B.SetInsertPoint(head);
   Value* now = B.CreateLoad(e_.i32(), t);
-  B.CreateCondBr(B.CreateICmpSLT(now, total), work, done);
+  B.CreateCondBr(B.CreateICmpSLT(now, total()), work, done);
   B.SetInsertPoint(work);
   body(now);
   B.CreateBr(head);
@@ -140,7 +141,12 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
                                                                             B.CreateMul(tile::grid_dim(e_, 1),
                                                                                         tile::block_id(e_, 2)))));
   Value* stride = B.CreateMul(tile::grid_dim(e_, 0), B.CreateMul(tile::grid_dim(e_, 1), tile::grid_dim(e_, 2)));
-  Value* total = B.CreateMul(q_tiles_, B.CreateMul(arg(kParamGridHeads), arg(kParamGridBatch)));
+  // The tile count, rebuilt where it is compared: LLVM would keep one product live through the
+  // whole kernel, and where S and O fill the registers (d = 256, 128-key tiles) ptxas spilled it.
+  auto total = [&] {
+    auto opaque = [&](Value* x) { return tile::in_loop(e_, x); };
+    return B.CreateMul(opaque(q_tiles_), B.CreateMul(opaque(arg(kParamGridHeads)), opaque(arg(kParamGridBatch))));
+  };
   llvm::AllocaInst* steps = e_.var(e_.i32(), "steps", e_.c32(0));  // pipeline steps of the tiles before
   llvm::AllocaInst* tile = e_.var(e_.i32(), "tile", first);
   llvm::AllocaInst* round = e_.var(e_.i32(), "tile.round", e_.c32(0));  // tiles walked so far
@@ -227,7 +233,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
     load_q_rows(q_smem_, B.CreateGEP(B.getInt16Ty(), arg(kParamQ), off), B.CreateMul(at.q_tile, e_.c32(BM)), computing,
                 tid_);
   };
-  if (!Q_AHEAD) e_.when(B.CreateICmpSLT(first, total), "first_q", [&] { load_q_of(first); });
+  if (!Q_AHEAD) e_.when(B.CreateICmpSLT(first, total()), "first_q", [&] { load_q_of(first); });
   tile_loop(tile, total, "tiles", [&](Value* t) {
     walk(t);
     const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round));
@@ -253,7 +259,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
     advance(B.getFalse());
     if (!Q_AHEAD) {
       Value* next = B.CreateLoad(e_.i32(), tile);
-      e_.when(B.CreateICmpSLT(next, total), "next_q", [&] { load_q_of(next); });
+      e_.when(B.CreateICmpSLT(next, total()), "next_q", [&] { load_q_of(next); });
     }
     store_output();
   });
@@ -339,7 +345,7 @@ void ForwardKernel::rotated_walk() {
 // The producer's walk: each step waits until its stage's last readers are done (the previous
 // phase of its empty mbarrier), issues the K and V copies and has the full mbarrier arrived at
 // when they land (ForwardPlan::tma: lane 0 expects the tiles' bytes there and issues one tensor
-// load per panel); with ForwardPlan::rotated K and V each have their own pair of mbarriers, K's
+// load per panel); with ForwardPlan::kv_bars K and V each have their own pair of mbarriers, K's
 // copies going first. A listed walk (block map) keeps its own look-ahead entries: the producer
 // and the compute warps each walk the list.
 void ForwardKernel::produce() {
@@ -362,11 +368,11 @@ void ForwardKernel::produce() {
       Value* first = B.CreateICmpEQ(lane_, e_.c32(0));
       e_.when(first, "kv.tma", [&] {
         Value* full = full_bar(stage);
-        tile::mbarrier_arrive_expect_tx(e_, full, plan_.smem.k_stage + (ROTATED ? 0 : plan_.smem.v_stage));
+        tile::mbarrier_arrive_expect_tx(e_, full, plan_.smem.k_stage + (KV_BARS ? 0 : plan_.smem.v_stage));
         load_by_tma(kMapK, k, d_qk, row, head_kv_, full);
-        if (!ROTATED) load_by_tma(kMapV, v, d_v, row, head_kv_, full);
+        if (!KV_BARS) load_by_tma(kMapV, v, d_v, row, head_kv_, full);
       });
-      if (!ROTATED) return;
+      if (!KV_BARS) return;
       refill(v_empty_bar(stage));
       e_.when(first, "v.tma", [&] {
         tile::mbarrier_arrive_expect_tx(e_, v_full_bar(stage), plan_.smem.v_stage);
@@ -374,7 +380,7 @@ void ForwardKernel::produce() {
       });
       return;
     }
-    if (!ROTATED) {
+    if (!KV_BARS) {
       issue_kv(j, entry, /*once=*/false);
       tile::cp_async_mbarrier_arrive(e_, full_bar(stage));
       return;

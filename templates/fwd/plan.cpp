@@ -19,6 +19,12 @@ int register_estimate(const TileConfig& c, int d_qk, int d_v, bool q_in_register
   return accumulators + (wgmma ? kRegisterOverheadWgmma : kRegisterOverheadMmaSync);
 }
 
+// S and O accumulators of 192 or more fp32 per compute thread: what needs the lazy rescale and
+// 240 registers to assemble without spills (ForwardPlan::grow_at).
+bool wide_accumulators(const ForwardPlan& p) {
+  return (p.config.block_m * p.config.block_n + p.config.block_m * p.attention().head_dim_v) / p.compute_threads >= 192;
+}
+
 int min_ctas_per_sm(const ForwardPlan& p) {
   const AttentionSpec& s = p.attention();
   const int need = register_estimate(p.config, s.head_dim_qk, s.head_dim_v, p.q_in_registers, p.wgmma);
@@ -51,10 +57,11 @@ ForwardSmem layout_smem(const TileConfig& c, int d_qk_pad, int d_v_pad) {
 }
 
 // The compute warpgroups get 232 registers (measured, docs/perf-notes.md §13), the producer what
-// the launch's allocation leaves: 384 × 168 − 256 × 232 = 128 × 40. FlashAttention-3's 240 would
-// leave the producer 24; not tried.
+// the launch's allocation leaves: 384 × 168 − 256 × 232 = 128 × 40. Where S and O take 192 per
+// thread (d = 256 with 128-key tiles) they get FlashAttention-3's 240, leaving the producer 24,
+// which its one TMA thread needs; elsewhere 240 measured the same as 232 (§37).
 void split_registers(ForwardPlan& p) {
-  p.compute_registers = 232;
+  p.compute_registers = wide_accumulators(p) && p.tma ? 240 : 232;
   p.producer_registers = producer_registers(p.compute_threads, p.compute_registers);
   if (!p.producer_registers)
     throw Error(ErrorKind::internal, "internal error: " + std::to_string(p.threads) +
@@ -82,6 +89,14 @@ TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std
   else if (d <= 128) c = {128, 128, 8, 2};
   else c = {128, 64, 8, 2};
   const bool wgmma = forward_mma_kind(c, target) == "wgmma";
+  // d = 256 without a mask or score modifier, where the TMA producer runs: 128-key tiles in one
+  // stage, cuDNN's tile (its SASS: 64x128x16 products for S), +9–12% over 64-key tiles in two
+  // stages; masked, they lost up to 5% and spilled (docs/perf-notes.md §37).
+  const AttentionSpec& a = spec.spec;
+  const bool producer_form = !target.split_kv && !target.varlen && !target.paged && target.pack_gqa == 1;
+  if (wgmma && a.head_dim_qk == 256 && a.head_dim_v == 256 && !spec.mask && !spec.score && target.tma &&
+      target.moves_registers && producer_form)
+    c = {128, 128, 8, 1};
   if (!wgmma) {
     const int d_qk = spec.spec.head_dim_qk, d_v = spec.spec.head_dim_v;
     if (d <= 64) c = {128, 64, 4, 2};
@@ -210,14 +225,16 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   p.producer = !producer_blocker(p);
   if (p.producer) {
     p.threads += 128;
-    split_registers(p);
     p.persistent = true;
     p.tma = target.tma;
+    split_registers(p);
     p.rotated = p.attention().head_dim_qk <= 128 && p.attention().head_dim_v <= 128;
+    if (wide_accumulators(p)) p.grow_at = 8.f;  // P ≤ 2^8, far inside bf16's and fp16's range
+    p.kv_bars = p.rotated || c.num_stages == 1;
     // The stages' mbarriers, the persistent walk's eight (tile hand-over and Q buffers), then its
     // claimed tile index in two i32 slots (rounds alternate between them; 8 bytes keep the
     // mbarriers' 8-byte alignment for whatever follows).
-    p.smem.walk_bars = 16 * c.num_stages * (p.rotated ? 2 : 1);
+    p.smem.walk_bars = 16 * c.num_stages * (p.kv_bars ? 2 : 1);
     p.smem.tile_slots = p.smem.walk_bars + 64;
     const int bytes = p.smem.tile_slots + 8;
     // A second Q buffer goes after the K/V stages (its offset a multiple of 1024, as wgmma's
@@ -290,6 +307,7 @@ std::string ForwardPlan::describe() const {
   if (persistent) o << " +persistent" << (q_buffers > 1 ? "(q-ahead)" : "");
   if (rotated) o << " +rotated";
   if (staged_store) o << " +staged-store";
+  if (grow_at > 0) o << " +lazy-rescale";
   if (tma) o << " +tma";
   if (last_tile_first) o << " +last-tile-first";
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;

@@ -21,7 +21,7 @@ struct ForwardSmem {
   int v = 0;          // num_stages × [block_n][d_v_pad]
   int k_stage = 0, v_stage = 0;
   // Producer warpgroup: num_stages "full" then num_stages "empty" mbarriers, 8 B each (with
-  // ForwardPlan::rotated a second such set for the V tiles, the first then being K's); with
+  // ForwardPlan::kv_bars a second such set for the V tiles, the first then being K's); with
   // persistent CTAs then the tile hand-over's and the Q buffers' mbarriers (two "full" and two
   // "empty" each) and the claimed tile index, double-buffered (two i32).
   int barriers = 0;
@@ -77,11 +77,24 @@ struct ForwardPlan {
   int q_buffers = 1;
   // Persistent, head dims ≤ 128: the rotated walk. Step j issues O += P_{j−1} V_{j−1} and
   // S_j = Q K_jᵀ back to back and waits once for both, instead of waiting for each product
-  // (FlashAttention-3 §3.2 pairs the same two products in a step). K and V stages get their own
-  // full and empty mbarriers: a K stage is refilled once its S product is done, a V stage once
-  // its P·V is. Measured +1–5% at d = 128 in the bench and up to 10% slower at d = 256, for a
-  // reason not established (docs/perf-notes.md §34).
+  // (FlashAttention-3 §3.2 pairs the same two products in a step). Measured +1–5% at d = 128 in
+  // the bench and up to 10% slower at d = 256, for a reason not established (docs/perf-notes.md
+  // §34).
   bool rotated = false;
+  // Producer plans: K and V tiles each get a full and an empty mbarrier per stage, so a K tile is
+  // refilled once the S product that read it is done, while P·V still reads V. The rotated walk
+  // needs it (its P·V runs a step behind S); so does a single stage (d = 256 with 128-key tiles),
+  // where one pair would leave each step waiting for a whole load: 20–30% slower (docs/perf-notes.md
+  // §37). Elsewhere one pair per stage: the 64-key d = 256 walk measured 1–5% slower with two.
+  bool kv_bars = false;
+  // The online softmax's lazy rescale (tile::online_softmax's grow_at, in the exp2 domain; 0: off):
+  // a row keeps its max until a tile raises it by more than 2^grow_at, and a warp rescales O only
+  // when one of its rows moved its max (FlashAttention-4's conditional rescaling). l and O share
+  // the stale max, so the result is exact; P stays below 2^grow_at. Set in producer plans whose S
+  // and O take 192 or more registers per thread (d = 256 with 128-key tiles): O's 128 multiplies,
+  // in a branch, no longer interleave with the softmax, and ptxas fits the walk (300 B of spills
+  // without it at 232 registers). Alone, at every head dim, it measured flat (docs/perf-notes.md §37).
+  float grow_at = 0.f;
   // Persistent with two Q buffers (d_v 64 or 128): O goes out through shared memory, each warp
   // staging its own rows, then as 16-byte vectors, a row's lanes on consecutive chunks, instead of
   // 4-byte pairs spread over eight rows (FlashAttention-3's epilogue, less its TMA store).

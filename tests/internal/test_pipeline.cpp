@@ -257,6 +257,7 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   CHECK_FALSE(wide.staged_store);  // nor for O's 64 KB staging buffer
   // nor for the rotated walk's P held live beside S (measured slower there): one pair per stage.
   CHECK_FALSE(wide.rotated);
+  CHECK_FALSE(wide.kv_bars);
   CHECK(wide.smem.walk_bars == 2 * 2 * 8);
   CHECK(wide.shared_bytes == wide.smem.barriers + 2 * 2 * 8 + 8 * 8 + 8 + 1024);
   CHECK(p.min_ctas_per_sm == 1);
@@ -403,4 +404,62 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   CompileOptions one_warpgroup;
   one_warpgroup.config = TileConfig{64, 128, 4, 2};
   CHECK_FALSE(compile_to_ptx(spec_of(128, "causal"), one_warpgroup).persistent);
+}
+
+TEST_CASE(
+    "pipeline: unmasked d = 256 takes 128-key tiles in one stage where the TMA producer runs, with the lazy "
+    "rescale and 240 registers",
+    "[pipeline]") {
+  const Target sm90{"sm_90a"};
+  auto heuristic = [](const AttentionSpec& s, const Target& t) {
+    return forward_heuristic(*analyze_spec(s), t, nullptr);
+  };
+  auto is = [](const TileConfig& c, TileConfig want) { return autotune::same_config(c, want); };
+  CHECK(is(heuristic(spec_of(256, "none"), sm90), {128, 128, 8, 1}));
+  // Masked, scored, or in a form without the producer (packed GQA, split-KV, varlen, paged K/V), or
+  // without TMA or setmaxnreg: the 64-key tiles in two stages.
+  CHECK(is(heuristic(spec_of(256, "causal"), sm90), {128, 64, 8, 2}));
+  AttentionSpec scored = spec_of(256, "none");
+  scored.score = "30 * tanh(score / 30)";
+  CHECK(is(heuristic(scored, sm90), {128, 64, 8, 2}));
+  for (int form = 0; form < 6; ++form) {
+    Target t = sm90;
+    if (form == 0) t.pack_gqa = 2;
+    if (form == 1) t.split_kv = true;
+    if (form == 2) t.varlen = true;
+    if (form == 3) t.paged = true;
+    if (form == 4) t.tma = false;
+    if (form == 5) t.moves_registers = false;
+    INFO("form " << form);
+    CHECK(is(heuristic(spec_of(256, "none"), t), {128, 64, 8, 2}));
+  }
+  CHECK(is(heuristic(spec_of(128, "none"), sm90), {128, 128, 8, 2}));
+  // S (64) and O (128) accumulators per thread: 240 registers, the producer's one thread the 24
+  // left, and the lazy rescale; the 64-key tiles keep 232 and the rescale at every step.
+  const ForwardPlan wide = plan_forward(analyze_spec(spec_of(256, "none")), {128, 128, 8, 1}, sm90);
+  REQUIRE(wide.producer);
+  CHECK(wide.compute_registers == 240);
+  CHECK(wide.producer_registers == 24);
+  CHECK(wide.grow_at == 8.f);
+  CHECK_THAT(wide.describe(), Catch::Contains("+lazy-rescale"));
+  // One stage: K and V each have their own full and empty mbarrier, so K is refilled while P·V
+  // still reads V.
+  CHECK(wide.kv_bars);
+  CHECK(wide.smem.walk_bars == 1 * 4 * 8);
+  const ForwardPlan narrow = plan_forward(analyze_spec(spec_of(256, "none")), {128, 64, 8, 2}, sm90);
+  CHECK(narrow.compute_registers == 232);
+  CHECK(narrow.grow_at == 0.f);
+  CHECK_FALSE(narrow.kv_bars);
+  // The rescale is one warp vote per key tile and O's multiplies in a branch it guards.
+  auto count = [](const std::string& ptx, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
+    return n;
+  };
+  const CompiledKernel k = compile_to_ptx(spec_of(256, "none"));
+  CHECK(k.config.block_n == 128);
+  CHECK(count(k.ptx, "vote.sync.any.pred") == 1);
+  CHECK(count(k.ptx, "mbarrier.init.shared.b64") == 1 * 4 + 4);
+  CHECK(count(k.ptx, "mbarrier.arrive.expect_tx") == 2);  // K's tile, then V's
+  CHECK(count(compile_to_ptx(spec_of(256, "causal")).ptx, "vote.sync") == 0);
 }
