@@ -196,7 +196,7 @@ tile::GlobalRows ForwardKernel::kv_rows(Value* j, Value* entry, int t) {
 // docs/perf-notes.md).
 void ForwardKernel::issue_kv(Value* j, Value* entry, bool once, bool ahead, int parts) {
   auto& B = e_.b;
-  Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
+  Value* stage = stage_of(j);
   tile::GlobalRows k = kv_rows(j, entry, 1), v = kv_rows(j, entry, 2);
   // K and V rows are the same keys: their pages' table entries are loaded once for both.
   if (tile::pages_per_tile(k, BN)) {
@@ -291,16 +291,15 @@ void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body)
   auto& B = e_.b;
   if (PRODUCER) {
     e_.loop(e_.c32(0), walk_->count(), 1, "kv", [&](Value* j) {
-      Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
+      Value* stage = stage_of(j);
       const TileWalk::Step step = walk_->begin_step(e_, j);  // a listed walk's entries, one step ahead
-      Value* parity = B.CreateAnd(B.CreateUDiv(pipe_step(j), e_.c32(S)), e_.c32(1));
+      Value* parity = parity_of(j);
       tile::mbarrier_wait(e_, full_bar(stage), parity);
       if (!TMA) tc_->publish_shared(e_);  // cp.async writes through the generic proxy, TMA the async one
       KeyTile t = key_tile(j, step.now);
       if (KV_BARS) t.stage = stage, t.parity = parity;
       body(t);
-      e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "release",
-              [&] { tile::mbarrier_arrive(e_, KV_BARS ? v_empty_bar(stage) : empty_bar(stage)); });
+      release(KV_BARS ? v_empty_bar(stage) : empty_bar(stage));
     });
     return;
   }
@@ -325,7 +324,7 @@ KeyTile ForwardKernel::key_tile(Value* j, Value* entry) {
   auto& B = e_.b;
   KeyTile t;
   t.j = j;
-  Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
+  Value* stage = stage_of(j);
   t.k = stage_tile(plan_.smem.k, plan_.smem.k_stage, stage);
   t.v = stage_tile(plan_.smem.v, plan_.smem.v_stage, stage);
   t.entry = entry;
@@ -392,18 +391,23 @@ void ForwardKernel::mask_scores(RegTile& s, const KeyTile& t) {
   s = s_vars_.load(e_);
 }
 
+void ForwardKernel::release(Value* bar) {
+  e_.when(e_.b.CreateICmpEQ(lane_, e_.c32(0)), "release", [&] { tile::mbarrier_arrive(e_, bar); });
+}
+
+void ForwardKernel::wait_v(Value* stage, Value* parity) {
+  tile::mbarrier_wait(e_, v_full_bar(stage), parity);
+  if (!TMA) tc_->publish_shared(e_);
+}
+
 RegTile ForwardKernel::scores(const KeyTile& t) {
   RegTile s = tc_->mma_abt(e_, t.k);
-  if (t.stage)
-    e_.when(e_.b.CreateICmpEQ(lane_, e_.c32(0)), "release.k", [&] { tile::mbarrier_arrive(e_, empty_bar(t.stage)); });
+  if (t.stage) release(empty_bar(t.stage));
   return s;
 }
 
 void ForwardKernel::accumulate_output(const RegTile& p, const KeyTile& t) {
-  if (t.stage) {
-    tile::mbarrier_wait(e_, v_full_bar(t.stage), t.parity);
-    if (!TMA) tc_->publish_shared(e_);
-  }
+  if (t.stage) wait_v(t.stage, t.parity);
   RegTile acc = o_.load(e_);
   tc_->mma_pv(e_, acc, p, t.v);
   o_.store(e_, acc);

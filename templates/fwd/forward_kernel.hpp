@@ -93,6 +93,14 @@ class ForwardKernel {
                  const std::function<void(Value*)>& body);
   // Step j of this tile's walk as a step of the pipeline, which a persistent CTA runs on across tiles.
   Value* pipe_step(Value* j) { return step0_ ? e_.b.CreateAdd(step0_, j) : j; }
+  // Step j's stage of the K/V ring, and the parity of the ring's phase it is in.
+  Value* stage_of(Value* j) { return e_.b.CreateURem(pipe_step(j), e_.c32(S)); }
+  Value* parity_of(Value* j) { return e_.b.CreateAnd(e_.b.CreateUDiv(pipe_step(j), e_.c32(S)), e_.c32(1)); }
+  // Lane 0 of the warp arrives on mbarrier `bar`: the warp is done with what it guards.
+  void release(Value* bar);
+  // Waits for a stage's V tile (its own mbarrier, ForwardPlan::kv_bars); cp.async copies, which
+  // write through the generic proxy, are then published to the async proxy wgmma reads.
+  void wait_v(Value* stage, Value* parity);
   void load_q();
   void load_q_rows(const SmemTile& dst, Value* q_base, Value* q_start, int threads, Value* tid);
   void start_products();

@@ -278,17 +278,11 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
 void ForwardKernel::rotated_walk() {
   auto& B = e_.b;
   Value* count = walk_->count();
-  auto stage_of = [&](Value* j) { return B.CreateURem(pipe_step(j), e_.c32(S)); };
-  auto parity_of = [&](Value* j) { return B.CreateAnd(B.CreateUDiv(pipe_step(j), e_.c32(S)), e_.c32(1)); };
-  auto release = [&](Value* bar) {
-    e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "release", [&] { tile::mbarrier_arrive(e_, bar); });
-  };
   // P of the previous step, packed as the P·V product's A registers (bf16x2 or f16x2 each).
   std::vector<llvm::AllocaInst*> p_vars(BN / 16 * 4);
   for (auto*& v : p_vars) v = e_.var(e_.i32(), "p");
   auto issue_pv = [&](Value* prev) {  // O += P_{prev} V_{prev}, in flight
-    tile::mbarrier_wait(e_, v_full_bar(stage_of(prev)), parity_of(prev));
-    if (!TMA) tc_->publish_shared(e_);
+    wait_v(stage_of(prev), parity_of(prev));
     std::vector<Value*> p;
     for (auto* v : p_vars) p.push_back(B.CreateLoad(e_.i32(), v));
     RegTile o = o_.load(e_);
@@ -351,7 +345,7 @@ void ForwardKernel::rotated_walk() {
 void ForwardKernel::produce() {
   auto& B = e_.b;
   e_.loop(e_.c32(0), walk_->count(), 1, "produce", [&](Value* j) {
-    Value* stage = B.CreateURem(pipe_step(j), e_.c32(S));
+    Value* stage = stage_of(j);
     Value* round = B.CreateUDiv(pipe_step(j), e_.c32(S));
     auto refill = [&](Value* empty) {
       e_.when(B.CreateICmpUGE(pipe_step(j), e_.c32(S)), "refill",
