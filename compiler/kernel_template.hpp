@@ -42,9 +42,9 @@ struct Target {
   // at run time. A page size that divides the key tile, or that the key tile divides, makes a tile's
   // table lookups one per page instead of one per copied row (tile/copy.hpp).
   int page_size = 0;
-  // FLASHJIT_TMA (on unless set off; the pipeline sets this from it): the forward's producer
-  // warpgroup loads Q, K and V with the TMA unit through tensor maps the runtime encodes per launch
-  // (ForwardPlan::tma) instead of cp.async from 128 threads.
+  // FLASHJIT_TMA (on unless set off; the pipeline sets this from it): the forward loads Q, K and V
+  // with the TMA unit through tensor maps the runtime encodes per launch (ForwardPlan::tma) — from
+  // the producer warpgroup's first thread, or the CTA-wide kernel's — instead of cp.async.
   bool tma = true;
   // The assembler honours setmaxnreg (ptxas does; the driver's JIT allocates every thread the
   // launch's share and ignores it, runtime/assembler.hpp). Plans whose speed rests on moving

@@ -32,7 +32,7 @@ namespace flashjit::knob {
   X("FLASHJIT_PERSISTENT", "enum", "auto", "auto|off",                                              \
     "forward kernels with a producer warpgroup: auto = one CTA per SM, each walking tiles (the next tile's loads under this one's epilogue); off = one CTA per query tile") \
   X("FLASHJIT_TMA", "enum", "on", "on|off",                                                          \
-    "on: forward kernels with a producer warpgroup load Q, K and V with the TMA unit (cp.async.bulk.tensor) through tensor maps encoded per launch; off: the producer's 128 threads copy them with cp.async") \
+    "on: sm_90a forward kernels load Q, K and V with the TMA unit (cp.async.bulk.tensor) through tensor maps encoded per launch, issued by the producer warpgroup or, in CTA-wide kernels (whole 64-column panels; not split, varlen, paged or GQA-packed), by the CTA's first thread; off: the producer's 128 threads or every thread copy them with cp.async") \
   X("FLASHJIT_BWD_WARPGROUPS", "enum", "on", "on|off",                                                \
     "on: backward tile configs of 64 keys on 8 warps (wgmma, d_qk + d_v > 256) give dV to one warpgroup and dK to the other in one dK/dV launch, and the heuristic takes them there; off: those configs are refused and such head dims take two dK/dV launches") \
   X("FLASHJIT_BWD_PRODUCER", "enum", "on", "on|off",                                                  \

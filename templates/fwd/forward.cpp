@@ -241,6 +241,10 @@ void ForwardKernel::load_q_rows(const SmemTile& dst, Value* q_base, Value* q_sta
 void ForwardKernel::load_q_and_first_kv_tiles() {
   auto& B = e_.b;
   Value* zero = e_.c32(0);
+  if (TMA) {
+    load_q_and_first_kv_tiles_by_tma();
+    return;
+  }
   load_q();
   for (int s = 0; s + 1 < S; ++s) {
     e_.when(B.CreateICmpSLT(e_.c32(s), walk_->count()), "prologue",
@@ -301,6 +305,10 @@ void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body)
       body(t);
       release(KV_BARS ? v_empty_bar(stage) : empty_bar(stage));
     });
+    return;
+  }
+  if (TMA) {
+    tma_key_tiles(body);
     return;
   }
   e_.loop(e_.c32(0), walk_->count(), 1, "kv", [&](Value* j) {

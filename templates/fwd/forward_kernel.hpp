@@ -102,6 +102,10 @@ class ForwardKernel {
   // write through the generic proxy, are then published to the async proxy wgmma reads.
   void wait_v(Value* stage, Value* parity);
   void load_q();
+  // ForwardPlan::tma without a producer (forward_tma.cpp).
+  void load_q_and_first_kv_tiles_by_tma();
+  void load_kv_by_tma(Value* j, Value* entry);
+  void tma_key_tiles(const std::function<void(KeyTile&)>& body);
   void load_q_rows(const SmemTile& dst, Value* q_base, Value* q_start, int threads, Value* tid);
   void start_products();
   void produce();
@@ -110,6 +114,8 @@ class ForwardKernel {
   // The boxes fill the buffer whole (zeros past the tensor's edge): the bytes `bar` expects are the
   // buffer's (ForwardSmem::q_bytes, k_stage, v_stage).
   void load_by_tma(int map, const SmemTile& dst, int d, Value* row, Value* head, Value* bar);
+  // ForwardPlan::tma: maps_ from the kernel's last parameters, in the thread that loads by them.
+  void address_tensor_maps();
   // Stage `stage`'s "full" and "empty" mbarriers (ForwardPlan::producer); with
   // ForwardPlan::kv_bars those are K's, and V has its own pair.
   Value* full_bar(Value* stage) { return e_.b.CreateAdd(bars_, e_.b.CreateMul(stage, e_.c32(8))); }

@@ -195,8 +195,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
     B.SetInsertPoint(leaves);
     B.CreateRetVoid();
     B.SetInsertPoint(walks);
-    for (int m = 0; m < kMapCount; ++m)
-      maps_[m] = tile::tensor_map_address(e_, param_symbol(fn_, fn_->arg_size() - kMapCount + m));
+    address_tensor_maps();
     lead = B.getTrue();
   }
   tile_loop(tile, total, "tiles.produce", [&](Value* t) {
@@ -385,13 +384,6 @@ void ForwardKernel::produce() {
     issue_kv(j, entry, /*once=*/false, /*ahead=*/false, /*parts=*/2);
     tile::cp_async_mbarrier_arrive(e_, v_full_bar(stage));
   });
-}
-
-void ForwardKernel::load_by_tma(int map, const SmemTile& dst, int d, Value* row, Value* head, Value* bar) {
-  auto& B = e_.b;
-  for (int p = 0; p * kTensorMapPanel < d; ++p)
-    tile::tensor_load_4d(e_, B.CreateAdd(dst.base, e_.c32(128 * dst.rows * p)), maps_[map],
-                         {e_.c32(p * kTensorMapPanel), row, head, batch_}, bar);
 }
 
 }  // namespace flashjit::fwd

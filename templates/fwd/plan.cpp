@@ -68,6 +68,20 @@ void split_registers(ForwardPlan& p) {
                                          " threads leave the producer fewer registers than setmaxnreg's 24");
 }
 
+// The CTA-wide wgmma walk under Target::tma: its first thread loads Q and the K/V stages by tensor
+// map, and every warp waits on the stage's mbarrier, instead of every thread issuing cp.async and
+// the CTA meeting at two barriers per key tile. The d = 64 kernel (one warpgroup, three CTAs per
+// SM) spent 12% of its issue slots on the loads' cp.async and address arithmetic, and stalled on
+// the memory pipe's queue and the CTA barriers where cuDNN's TMA-fed kernel did not (Nsight
+// Compute, docs/perf-notes.md §38). The forms the producer's tensor maps cover: whole 64-column
+// panels, one query head per CTA, the launch's own batch and head layout.
+bool cta_loads_by_tma(const ForwardPlan& p) {
+  const AttentionSpec& s = p.attention();
+  const Target& t = p.target;
+  const bool whole_panels = s.head_dim_qk % 64 == 0 && s.head_dim_v % 64 == 0;
+  return p.wgmma && t.tma && whole_panels && !t.split_kv && !t.varlen && !t.paged && t.pack_gqa == 1;
+}
+
 }  // namespace
 
 std::string forward_mma_kind(const TileConfig& c, const Target& target) {
@@ -255,6 +269,13 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
       p.smem.total += o_bytes;
       p.shared_bytes += o_bytes;
     }
+    p.smem.barriers = p.smem.total;
+    p.smem.total += bytes;
+    p.shared_bytes += bytes;
+  } else if (cta_loads_by_tma(p)) {
+    p.tma = true;
+    // Each stage's "full" and "empty" mbarriers, then Q's.
+    const int bytes = 16 * c.num_stages + 8;
     p.smem.barriers = p.smem.total;
     p.smem.total += bytes;
     p.shared_bytes += bytes;

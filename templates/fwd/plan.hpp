@@ -106,6 +106,8 @@ struct ForwardPlan {
   // loads (Shah et al. 2024, §3.1). The producer's other warps exit after setmaxnreg; the compute
   // warps need no proxy fence per stage, since the TMA writes through the async proxy that wgmma
   // reads. The kernel takes Q, K and V tensor maps as its last parameters (forward_abi.hpp).
+  // Without a producer, in the forms plan.cpp's cta_loads_by_tma() allows: the CTA's first thread loads Q and
+  // the stages, and refills a stage once every warp has arrived at its "empty" mbarrier.
   bool tma = false;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine

@@ -71,12 +71,59 @@ TEST_CASE("forward tma: producer plans load by tensor map unless FLASHJIT_TMA is
   CHECK_FALSE(q.tma);
   CHECK_THAT(q.describe(), !Catch::Contains("+tma"));
   CHECK(q.shared_bytes == p.shared_bytes);
-  // Without a producer warpgroup there is no thread to issue them: every thread copies.
-  const ForwardPlan cta = plan(128, on, {128, 64, 4, 2});
+  // Without a producer warpgroup the CTA's first thread issues them, and every warp waits on the
+  // stage's mbarriers: two per stage and Q's, after the K/V stages.
+  const ForwardPlan cta = plan(64, on, {64, 128, 4, 2});
   CHECK_FALSE(cta.producer);
-  CHECK_FALSE(cta.tma);
+  CHECK(cta.tma);
+  CHECK_THAT(cta.describe(), Catch::Contains("+tma"));
+  CHECK(cta.smem.barriers == 64 * 64 * 2 + 2 * 2 * 128 * 64 * 2);
+  CHECK(cta.shared_bytes == cta.smem.barriers + 2 * 2 * 8 + 8 + 1024);
+  CHECK(cta.min_ctas_per_sm == 3);  // still three CTAs per SM, as with cp.async
+  CHECK(plan(128, on, {64, 128, 4, 2}).tma);
+  CHECK(plan(192, on, {128, 64, 8, 2}).tma);
+  const ForwardPlan cta_off = plan(64, off, {64, 128, 4, 2});
+  CHECK_FALSE(cta_off.tma);
+  CHECK(cta_off.smem.barriers == 0);
+  CHECK(cta_off.shared_bytes == cta.shared_bytes - 2 * 2 * 8 - 8);
+  // Forms the tensor maps do not describe keep cp.async: a partly filled 64-column panel, the
+  // split, varlen, paged and GQA-packed walks, and mma.sync.
+  CHECK_FALSE(plan(96, on, {64, 128, 4, 2}).tma);
+  for (int form = 0; form < 4; ++form) {
+    Target t = on;
+    if (form == 0) t.split_kv = true;
+    if (form == 1) t.varlen = true;
+    if (form == 2) t.paged = true;
+    if (form == 3) t.pack_gqa = 2;
+    CHECK_FALSE(plan(64, t, {64, 128, 4, 2}).tma);
+  }
   Target sm80{"sm_80"};
   CHECK_FALSE(plan(128, sm80, {128, 64, 4, 2}).tma);
+}
+
+TEST_CASE("forward tma: the CTA-wide walk's first thread loads, every warp waits on mbarriers", "[codegen]") {
+  const CompiledKernel k = compile(64, "causal", {64, 128, 4, 2}, true);
+  INFO(k.description);
+  CHECK(k.tensor_maps);
+  // Q (one panel), two stages of K and V before the walk and one refill in it, one instruction
+  // per 64-column panel; each load's bytes expected on its mbarrier by the issuing thread: Q's
+  // 64 × 64 × 2, then each stage's K and V, 2 × 128 × 64 × 2.
+  CHECK(count(k.ptx, "cp.async.bulk.tensor.4d") == 7);
+  CHECK(expected_bytes(k.ptx) == std::vector<long>{8192, 32768, 32768, 32768});
+  // Two mbarriers per stage and Q's.
+  CHECK(count(k.ptx, "mbarrier.init.shared") == 5);
+  // No cp.async, and one CTA barrier, after the mbarriers' initialisation: none per key tile.
+  CHECK_THAT(k.ptx, !Catch::Contains("cp.async.cg"));
+  CHECK(count(k.ptx, "bar.sync") == 1);
+  CHECK(count(k.ptx, "fence.proxy.async") == 1);
+  CHECK(count(k.ptx, "mbarrier.try_wait.parity") == 3);  // Q, the stage, the refill's empty stage
+
+  // FLASHJIT_TMA=off: every thread copies with cp.async, two CTA barriers per key tile.
+  const CompiledKernel off = compile(64, "causal", {64, 128, 4, 2}, false);
+  CHECK_FALSE(off.tensor_maps);
+  CHECK_THAT(off.ptx, Catch::Contains("cp.async.cg"));
+  CHECK_THAT(off.ptx, !Catch::Contains("mbarrier"));
+  CHECK(count(off.ptx, "bar.sync") == 3);
 }
 
 TEST_CASE("forward tma: the kernel takes three 128-byte tensor maps and loads every panel with them", "[codegen]") {
