@@ -1,9 +1,9 @@
 // Tuning the backward's configs: `flashjit tune --backward`, its own key in the tuning cache, and
 // Kernel::backward's per-bucket choice (stored tuning, autotune off, a given config).
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "flashjit/tuning.hpp"
 #include "tests/support.hpp"
@@ -111,6 +111,10 @@ TEST_CASE("tune --backward: the CLI tunes, and `run --backward` verifies the tun
                                " --backward --batch 1 --heads 2 --seq 300 --reps 2");
   INFO(run.output);
   CHECK(run.code == 0);
-  CHECK_THAT(run.output, Catch::Contains("backward bucket sq512_skv512_bh2_d128x128") &&
-                             Catch::Contains("(tuned ") && Catch::Contains("(tuned)"));
+  // Both passes run their bucket's tuned config (the forward's tuned on first use, quick). Whether
+  // the forward's split count is tuned too ("split-KV into N (tuned)") depends on timings: a
+  // fixed count is kept only when it beats the automatic one by 3%.
+  CHECK(std::regex_search(run.output, std::regex(R"(\] launch [0-9a-f]+ grid [^\n]* config \S+ \(tuned )")));
+  CHECK(std::regex_search(
+      run.output, std::regex(R"(backward bucket sq512_skv512_bh2_d128x128 of [0-9a-f]+: config \S+ \(tuned )")));
 }

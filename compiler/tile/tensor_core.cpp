@@ -178,7 +178,8 @@ class WarpgroupMma final : public TensorCore {
   void mma_pv_async(Emitter& e, RegTile& out, std::vector<Value*> p_regs, const SmemTile& v) override {
     auto& B = e.b;
     const int BN = s_.cols, NT = BN / 8, OT = s_.out_tiles;
-    // One instruction per 16 keys and 64-column panel of O (the last one n = what is left).
+    // One instruction per 16 keys and 64-column panel of O (the last one n = what is left), or
+    // with MmaShape::whole_pv one per 16 keys across every panel.
     std::vector<Value*> acc;
     for (int ot = 0; ot < OT; ++ot)
       for (int i = 0; i < 4; ++i) acc.push_back(out[0][ot][i]);
@@ -187,15 +188,16 @@ class WarpgroupMma final : public TensorCore {
     wgmma_fence(e, acc);  // O was just rescaled and P packed by ordinary instructions
     p_regs.assign(acc.begin() + n_acc, acc.end());
     acc.resize(n_acc);
+    const int width = s_.whole_pv && 8 * OT == 256 ? 256 : 64;  // columns per instruction
     for (int kc = 0; kc < NT / 2; ++kc) {
       WgmmaA a;
       for (int i = 0; i < 4; ++i) a.regs[i] = p_regs[4 * kc + i];
-      for (int panel = 0; 64 * panel < 8 * OT; ++panel) {
-        const int n = std::min(64, 8 * OT - 64 * panel);
-        Value* vd = smem_desc(e, B.CreateAdd(v.base, e.c32(128 * BN * panel + 2048 * kc)), 128 * BN, 1024);
-        std::vector<Value*> part(acc.begin() + 32 * panel, acc.begin() + 32 * panel + n / 2);
+      for (int panel = 0; width * panel < 8 * OT; ++panel) {
+        const int n = std::min(width, 8 * OT - width * panel), at = 128 * BN * (width / 64) * panel + 2048 * kc;
+        Value* vd = smem_desc(e, B.CreateAdd(v.base, e.c32(at)), 128 * BN, 1024);
+        std::vector<Value*> part(acc.begin() + width / 2 * panel, acc.begin() + width / 2 * panel + n / 2);
         part = wgmma(e, s_.dtype, n, part, a, vd, /*trans_b=*/true);
-        std::copy(part.begin(), part.end(), acc.begin() + 32 * panel);
+        std::copy(part.begin(), part.end(), acc.begin() + width / 2 * panel);
       }
     }
     wgmma_commit(e);

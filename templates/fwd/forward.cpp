@@ -1,8 +1,9 @@
 // FlashAttention-2's forward (Dao 2023, Algorithm 1) as LLVM IR, over the tile pieces of
 // compiler/tile. A CTA owns block_m query rows; each warp's rows stay in its own registers, so the
 // softmax statistics need quad shuffles only. Key/value tiles of block_n keys stream through a
-// num_stages-deep cp.async pipeline in swizzled shared memory, issued by the whole CTA or, where
-// ForwardPlan::producer holds, by a producer warpgroup that hands stages over by mbarriers. S = QKᵀ
+// num_stages-deep pipeline in swizzled shared memory: cp.async from the whole CTA, or TMA loads
+// from its first thread with the stages handed over by mbarriers (ForwardPlan::tma,
+// forward_tma.cpp), or a producer warpgroup's copies, handed over the same way. S = QKᵀ
 // and O += PV run on the tensor cores (wgmma or mma.sync, compiler/tile/tensor_core.hpp); P goes
 // from the S accumulators straight into A fragments, never through memory. The online softmax works
 // in the exp2 domain with the scale folded into one FFMA per score; rows whose keys are all masked
@@ -259,8 +260,9 @@ void ForwardKernel::load_q_and_first_kv_tiles() {
 // The tensor-core products, and Q (and whatever else the CTA wrote) published to every warp.
 void ForwardKernel::start_products() {
   tc_ = tile::make_tensor_core(plan_.wgmma,
-                               {spec_.dtype, BM, BN, plan_.k_steps, OT, plan_.m_tiles, plan_.q_in_registers}, warp_,
-                               lane_);
+                               {spec_.dtype, BM, BN, plan_.k_steps, OT, plan_.m_tiles, plan_.q_in_registers,
+                                /*whole_pv=*/spec_.head_dim_v == 256},
+                               warp_, lane_);
   tc_->publish_shared(e_);
   tile::sync_threads(e_);
 }

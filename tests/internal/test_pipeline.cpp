@@ -463,4 +463,13 @@ TEST_CASE(
   CHECK(count(k.ptx, "mbarrier.init.shared.b64") == 1 * 4 + 4);
   CHECK(count(k.ptx, "mbarrier.arrive.expect_tx") == 2);  // K's tile, then V's
   CHECK(count(compile_to_ptx(spec_of(256, "causal")).ptx, "vote.sync") == 0);
+  // P·V across V's four panels in one instruction per 16 keys (MmaShape::whole_pv): eight per
+  // 128-key tile; the 64-key causal kernel four; none at d_v = 128, and none in the backward.
+  CHECK(count(k.ptx, "wgmma.mma_async.sync.aligned.m64n256k16") == 8);
+  CHECK(count(k.ptx, "wgmma.mma_async.sync.aligned.m64n64k16") == 0);
+  CHECK(count(compile_to_ptx(spec_of(256, "causal")).ptx, "wgmma.mma_async.sync.aligned.m64n256k16") == 4);
+  CHECK(count(compile_to_ptx(spec_of(128, "none")).ptx, "m64n256k16") == 0);
+  CompileOptions backward;
+  backward.backward = true;
+  CHECK(count(compile_to_ptx(spec_of(256, "causal"), backward).ptx, "m64n256k16") == 0);
 }
