@@ -70,11 +70,12 @@ void split_registers(ForwardPlan& p) {
 
 // The CTA-wide wgmma walk under Target::tma: its first thread loads Q and the K/V stages by tensor
 // map, and every warp waits on the stage's mbarrier, instead of every thread issuing cp.async and
-// the CTA meeting at two barriers per key tile. The d = 64 kernel (one warpgroup, three CTAs per
-// SM) spent 12% of its issue slots on the loads' cp.async and address arithmetic, and stalled on
-// the memory pipe's queue and the CTA barriers where cuDNN's TMA-fed kernel did not (Nsight
-// Compute, docs/perf-notes.md §38). The forms the producer's tensor maps cover: whole 64-column
-// panels, one query head per CTA, the launch's own batch and head layout.
+// the CTA meeting at two barriers per key tile. In the d = 64 kernel (one warpgroup, three CTAs
+// per SM) the copies kept the LSU pipe 12.5% busy (cuDNN's TMA-fed kernel: 1.7%), and its warps
+// stalled on the memory pipe's queue and at the CTA barriers where cuDNN's did not (Nsight
+// Compute); with TMA it runs 6.4% faster (docs/perf-notes.md §38). The forms the producer's tensor
+// maps cover: whole 64-column panels, one query head per CTA, the launch's own batch and head
+// layout.
 bool cta_loads_by_tma(const ForwardPlan& p) {
   const AttentionSpec& s = p.attention();
   const Target& t = p.target;
