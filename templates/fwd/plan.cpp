@@ -68,6 +68,18 @@ void split_registers(ForwardPlan& p) {
                                          " threads leave the producer fewer registers than setmaxnreg's 24");
 }
 
+// A region of `bytes` after the plan's shared memory so far; returns its offset.
+int append_shared(ForwardPlan& p, int bytes) {
+  const int at = p.smem.total;
+  p.smem.total += bytes;
+  p.shared_bytes += bytes;
+  return at;
+}
+
+// The serving forms (split-KV, varlen, paged K/V, GQA packing): their own addressing, so neither
+// the producer warpgroup nor the tensor maps serve them.
+bool serving_form(const Target& t) { return t.split_kv || t.varlen || t.paged || t.pack_gqa > 1; }
+
 // The CTA-wide wgmma walk under Target::tma: its first thread loads Q and the K/V stages by tensor
 // map, and every warp waits on the stage's mbarrier, instead of every thread issuing cp.async and
 // the CTA meeting at two barriers per key tile. In the d = 64 kernel (one warpgroup, three CTAs
@@ -80,7 +92,7 @@ bool cta_loads_by_tma(const ForwardPlan& p) {
   const AttentionSpec& s = p.attention();
   const Target& t = p.target;
   const bool whole_panels = s.head_dim_qk % 64 == 0 && s.head_dim_v % 64 == 0;
-  return p.wgmma && t.tma && whole_panels && !t.split_kv && !t.varlen && !t.paged && t.pack_gqa == 1;
+  return p.wgmma && t.tma && whole_panels && !serving_form(t);
 }
 
 }  // namespace
@@ -108,7 +120,7 @@ TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std
   // stage, cuDNN's tile (its SASS: 64x128x16 products for S), +9–12% over 64-key tiles in two
   // stages; masked, they lost up to 5% and spilled (docs/perf-notes.md §37).
   const AttentionSpec& a = spec.spec;
-  const bool producer_form = !target.split_kv && !target.varlen && !target.paged && target.pack_gqa == 1;
+  const bool producer_form = !serving_form(target);
   if (wgmma && a.head_dim_qk == 256 && a.head_dim_v == 256 && !spec.mask && !spec.score && target.tma &&
       target.moves_registers && producer_form)
     c = {128, 128, 8, 1};
@@ -256,9 +268,7 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     // swizzle needs), where the CTA still fits.
     if (p.shared_bytes + p.smem.q_bytes + bytes <= max_shared_bytes(target.arch)) {
       p.q_buffers = 2;
-      p.smem.q2 = p.smem.total;
-      p.smem.total += p.smem.q_bytes;
-      p.shared_bytes += p.smem.q_bytes;
+      p.smem.q2 = append_shared(p, p.smem.q_bytes);
     }
     // The staging buffer for O, where it still fits (d_v = 64 or 128: 16 or 32 KB beside the second
     // Q buffer); a row of 8 or 16 chunks of 16 bytes divides a warp's 32 lanes.
@@ -266,20 +276,12 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     if (p.q_buffers == 2 && (p.attention().head_dim_v == 64 || p.attention().head_dim_v == 128) &&
         p.shared_bytes + o_bytes + bytes <= max_shared_bytes(target.arch)) {
       p.staged_store = true;
-      p.smem.o_stage = p.smem.total;
-      p.smem.total += o_bytes;
-      p.shared_bytes += o_bytes;
+      p.smem.o_stage = append_shared(p, o_bytes);
     }
-    p.smem.barriers = p.smem.total;
-    p.smem.total += bytes;
-    p.shared_bytes += bytes;
+    p.smem.barriers = append_shared(p, bytes);
   } else if (cta_loads_by_tma(p)) {
     p.tma = true;
-    // Each stage's "full" and "empty" mbarriers, then Q's.
-    const int bytes = 16 * c.num_stages + 8;
-    p.smem.barriers = p.smem.total;
-    p.smem.total += bytes;
-    p.shared_bytes += bytes;
+    p.smem.barriers = append_shared(p, 16 * c.num_stages + 8);  // each stage's full and empty mbarriers, then Q's
   }
   if (p.shared_bytes > max_shared_bytes(target.arch))
     reject(c, "Q and " + std::to_string(c.num_stages) + " stages of K/V tiles need " + std::to_string(p.shared_bytes) +
@@ -311,8 +313,7 @@ std::optional<std::string> producer_blocker(const ForwardPlan& p) {
            "ignores setmaxnreg (FLASHJIT_PTXAS=driver, or no ptxas found): they would spill";
   if (sm_shared_bytes(p.target.arch) / (p.shared_bytes + kSharedReservedPerCta) > 1)
     return "shared memory allows more than one CTA per SM, which a producer warpgroup's registers would take";
-  if (p.target.split_kv || p.target.varlen || p.target.paged || p.target.pack_gqa > 1)
-    return "split-KV, varlen, paged K/V and GQA packing keep the CTA-wide pipeline";
+  if (serving_form(p.target)) return "split-KV, varlen, paged K/V and GQA packing keep the CTA-wide pipeline";
   return std::nullopt;
 }
 
