@@ -7,6 +7,7 @@
 #include <llvm/IR/PassManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/Error.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
@@ -21,19 +22,74 @@ void verify_module(const llvm::Module& module) {
     throw Error(ErrorKind::compile, "generated LLVM IR does not verify (a flashjit bug): " + os.str());
 }
 
-void optimize_module(llvm::Module& module, llvm::TargetMachine& tm) {
+namespace {
+
+// LLVM 19's O3 module pipeline as `opt -O3 -print-pipeline-passes` prints it (PassBuilder::
+// buildPerModuleDefaultPipeline), less the 82 of its 113 passes that change no kernel flashjit
+// generates: its kernels call only intrinsics and inline PTX, and their loops come unrolled as the
+// templates want them, so the inliner, most interprocedural passes, the coroutine and OpenMP ones,
+// the loop and SLP vectorisers, the unrollers, two of the eight InstCombine runs and four of the nine
+// SimplifyCFG runs find nothing to do. The rest gives byte-identical PTX in 20-30% less time
+// (docs/perf-notes.md §39: 483 kernels compared). A [pipeline] test compiles every template and
+// form under both pipelines and compares them, so an LLVM upgrade that makes a dropped pass matter
+// fails there.
+const std::string kInstCombine = "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>";
+const std::string kSimplifyCfgEarly =
+    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;no-switch-range-to-icmp;no-switch-to-lookup;keep-loops;"
+    "no-hoist-common-insts;no-sink-common-insts;speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
+const std::string kSimplifyCfg =
+    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;"
+    "no-hoist-common-insts;no-sink-common-insts;speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
+const std::string kSimplifyCfgLate =
+    "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;switch-range-to-icmp;switch-to-lookup;no-keep-loops;"
+    "hoist-common-insts;sink-common-insts;speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
+std::string join(std::initializer_list<std::string> passes) {
+  std::string out;
+  for (const std::string& p : passes) out += (out.empty() ? "" : ",") + p;
+  return out;
+}
+
+const std::string kShortPipeline = join({
+    "function(nvvm-intr-range)",
+    "function<eager-inv>(" + join({kSimplifyCfgEarly, "sroa<modify-cfg>", "early-cse<>"}) + ")",
+    "ipsccp",
+    "function<eager-inv>(" + join({kInstCombine, kSimplifyCfg}) + ")",
+    "cgscc(devirt<4>(function-attrs<skip-non-recursive-function-attrs>,function<eager-inv;no-rerun>(" +
+        join({"early-cse<memssa>", "speculative-execution<only-if-divergent-target>", "correlated-propagation",
+              kSimplifyCfg, kInstCombine, "reassociate", "constraint-elimination",
+              "loop-mssa(" +
+                  join({"loop-instsimplify", "loop-simplifycfg", "licm<no-allowspeculation>",
+                        "loop-rotate<header-duplication;no-prepare-for-lto>", "licm<allowspeculation>"}) +
+                  ")",
+              kInstCombine, "loop(indvars)", "gvn<>", kInstCombine, "correlated-propagation"}) +
+        ")))",
+    "function<eager-inv>(" +
+        join({kSimplifyCfgLate, "vector-combine", kInstCombine, "infer-alignment", kInstCombine, "div-rem-pairs"}) +
+        ")",
+});
+
+}  // namespace
+
+void optimize_module(llvm::Module& module, llvm::TargetMachine& tm, OptPipeline pipeline) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  // Passing the TargetMachine lets NVPTX add its own passes (NVVMReflect, address-space inference).
+  // The TargetMachine gives the passes NVPTX's cost model and registers NVPTX's own passes
+  // (nvvm-intr-range; O3 adds NVVMReflect).
   llvm::PassBuilder pb(&tm);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  llvm::ModulePassManager mpm;
+  if (pipeline == OptPipeline::o3) {
+    mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  } else if (llvm::Error e = pb.parsePassPipeline(mpm, kShortPipeline)) {
+    throw Error(ErrorKind::internal,
+                "internal error: LLVM rejects flashjit's pass pipeline: " + llvm::toString(std::move(e)));
+  }
   mpm.run(module, mam);
 }
 
