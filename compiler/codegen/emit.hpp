@@ -1,4 +1,4 @@
-// The back half of the compiler: verify, optimise (LLVM O3, less what finds nothing to do) and print PTX.
+// The back half of the compiler: verify, optimise (the O3 passes that change a kernel), print PTX.
 #pragma once
 
 #include <string>
