@@ -13,6 +13,10 @@ void online_softmax(Emitter& e, RegTile& s, llvm::Value* multiplier, const Softm
   using llvm::Value;
   auto& B = e.b;
   auto fma = [&](Value* a, Value* b, Value* c) { return B.CreateIntrinsic(llvm::Intrinsic::fma, {e.f32()}, {a, b, c}); };
+  auto rescale = [&](const std::array<llvm::AllocaInst*, 4>& acc, int r, Value* alpha) {
+    for (int c = 0; c < 2; ++c)
+      B.CreateStore(B.CreateFMul(B.CreateLoad(e.f32(), acc[2 * r + c]), alpha), acc[2 * r + c]);
+  };
   std::vector<std::array<Value*, 2>> alphas(s.size());
   Value* any_grew = B.getFalse();
   for (size_t mt = 0; mt < s.size(); ++mt)
@@ -42,9 +46,7 @@ void online_softmax(Emitter& e, RegTile& s, llvm::Value* multiplier, const Softm
       B.CreateStore(m_new, rows.m[mt][r]);
       B.CreateStore(B.CreateFAdd(B.CreateFMul(B.CreateLoad(e.f32(), rows.l[mt][r]), alpha), sum), rows.l[mt][r]);
       if (grow_at > 0) continue;
-      for (const auto& acc : o.vars[mt])
-        for (int c = 0; c < 2; ++c)
-          B.CreateStore(B.CreateFMul(B.CreateLoad(e.f32(), acc[2 * r + c]), alpha), acc[2 * r + c]);
+      for (const auto& acc : o.vars[mt]) rescale(acc, r, alpha);
     }
   if (grow_at <= 0) return;
   Value* warp_grew = B.CreateCall(llvm::Intrinsic::getDeclaration(&e.module, llvm::Intrinsic::nvvm_vote_any_sync),
@@ -52,9 +54,7 @@ void online_softmax(Emitter& e, RegTile& s, llvm::Value* multiplier, const Softm
   e.when(warp_grew, "rescale", [&] {
     for (size_t mt = 0; mt < s.size(); ++mt)
       for (const auto& acc : o.vars[mt])
-        for (int r = 0; r < 2; ++r)
-          for (int c = 0; c < 2; ++c)
-            B.CreateStore(B.CreateFMul(B.CreateLoad(e.f32(), acc[2 * r + c]), alphas[mt][r]), acc[2 * r + c]);
+        for (int r = 0; r < 2; ++r) rescale(acc, r, alphas[mt][r]);
   });
 }
 
