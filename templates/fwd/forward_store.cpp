@@ -20,6 +20,9 @@ void ForwardKernel::store_output() {
                               VARLEN ? slice_offset(e_, strides_[3], e_.c32(0), q0_, head_)
                                      : slice_offset(e_, strides_[3], batch_, e_.c32(0), head_));
   const bool staged = plan_.staged_store;
+  auto reciprocal = [&](Value* lsum) {  // 0 where no key reached the row: O = 0
+    return B.CreateSelect(B.CreateFCmpOGT(lsum, e_.cf(0.f)), B.CreateFDiv(e_.cf(1.f), lsum), e_.cf(0.f));
+  };
   Value* inv_g = nullptr;
   for (size_t mt = 0; mt < o_.vars.size(); ++mt)
     for (int r = 0; r < 2; ++r) {
@@ -27,7 +30,7 @@ void ForwardKernel::store_output() {
       Value* lsum = tile::quad_sum(e_, B.CreateLoad(e_.f32(), softmax_.l[mt][r]));
       Value* mrow = B.CreateLoad(e_.f32(), softmax_.m[mt][r]);
       if (staged) {  // stmatrix is warp-wide: rows out of range are staged too, not stored
-        Value* inv = B.CreateSelect(B.CreateFCmpOGT(lsum, e_.cf(0.f)), B.CreateFDiv(e_.cf(1.f), lsum), e_.cf(0.f));
+        Value* inv = reciprocal(lsum);
         if (r == 0)
           inv_g = inv;
         else
@@ -35,7 +38,7 @@ void ForwardKernel::store_output() {
       }
       e_.when(B.CreateICmpSLT(row, rows_), "store", [&] {
         Value* any = B.CreateFCmpOGT(lsum, e_.cf(0.f));
-        Value* inv = B.CreateSelect(any, B.CreateFDiv(e_.cf(1.f), lsum), e_.cf(0.f));
+        Value* inv = reciprocal(lsum);
         auto natural_lse = [&] {
           Value* log2_sum = B.CreateFAdd(B.CreateFMul(mrow, plan_.spec->score ? e_.cf(1.f) : scale_log2_),
                                          tile::log2_fast(e_, lsum));
