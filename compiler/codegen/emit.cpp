@@ -33,40 +33,50 @@ namespace {
 // (docs/perf-notes.md §39: 483 kernels compared). A [pipeline] test compiles every template and
 // form under both pipelines and compares them, so an LLVM upgrade that makes a dropped pass matter
 // fails there.
-const std::string kInstCombine = "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>";
-const std::string kSimplifyCfgEarly =
-    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;no-switch-range-to-icmp;no-switch-to-lookup;keep-loops;"
-    "no-hoist-common-insts;no-sink-common-insts;speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
-const std::string kSimplifyCfg =
-    "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;"
-    "no-hoist-common-insts;no-sink-common-insts;speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
-const std::string kSimplifyCfgLate =
-    "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;switch-range-to-icmp;switch-to-lookup;no-keep-loops;"
-    "hoist-common-insts;sink-common-insts;speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
 std::string join(std::initializer_list<std::string> passes) {
   std::string out;
   for (const std::string& p : passes) out += (out.empty() ? "" : ",") + p;
   return out;
 }
 
-const std::string kShortPipeline = join({
-    "function(nvvm-intr-range)",
-    "function<eager-inv>(" + join({kSimplifyCfgEarly, "sroa<modify-cfg>", "early-cse<>"}) + ")",
-    "ipsccp",
-    "function<eager-inv>(" + join({kInstCombine, kSimplifyCfg}) + ")",
-    "cgscc(devirt<4>(function-attrs<skip-non-recursive-function-attrs>,function<eager-inv;no-rerun>(" +
+// Built on the first compile, not when the library loads.
+const std::string& short_pipeline() {
+  static const std::string pipeline = [] {
+    const std::string instcombine = "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>";
+    const std::string cfg = "speculate-blocks;simplify-cond-branch";
+    const std::string simplifycfg_early =
+        "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;no-switch-range-to-icmp;no-switch-to-lookup;"
+        "keep-loops;no-hoist-common-insts;no-sink-common-insts;" +
+        cfg + ";no-speculate-unpredictables>";
+    const std::string simplifycfg =
+        "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;"
+        "keep-loops;no-hoist-common-insts;no-sink-common-insts;" +
+        cfg + ";no-speculate-unpredictables>";
+    const std::string simplifycfg_late =
+        "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;switch-range-to-icmp;switch-to-lookup;"
+        "no-keep-loops;hoist-common-insts;sink-common-insts;" +
+        cfg + ";no-speculate-unpredictables>";
+    const std::string loop_mssa =
+        join({"loop-instsimplify", "loop-simplifycfg", "licm<no-allowspeculation>",
+              "loop-rotate<header-duplication;no-prepare-for-lto>", "licm<allowspeculation>"});
+    const std::string simplification =
         join({"early-cse<memssa>", "speculative-execution<only-if-divergent-target>", "correlated-propagation",
-              kSimplifyCfg, kInstCombine, "reassociate", "constraint-elimination",
-              "loop-mssa(" +
-                  join({"loop-instsimplify", "loop-simplifycfg", "licm<no-allowspeculation>",
-                        "loop-rotate<header-duplication;no-prepare-for-lto>", "licm<allowspeculation>"}) +
-                  ")",
-              kInstCombine, "loop(indvars)", "gvn<>", kInstCombine, "correlated-propagation"}) +
-        ")))",
-    "function<eager-inv>(" +
-        join({kSimplifyCfgLate, "vector-combine", kInstCombine, "infer-alignment", kInstCombine, "div-rem-pairs"}) +
-        ")",
-});
+              simplifycfg, instcombine, "reassociate", "constraint-elimination", "loop-mssa(" + loop_mssa + ")",
+              instcombine, "loop(indvars)", "gvn<>", instcombine, "correlated-propagation"});
+    return join({
+        "function(nvvm-intr-range)",
+        "function<eager-inv>(" + join({simplifycfg_early, "sroa<modify-cfg>", "early-cse<>"}) + ")",
+        "ipsccp",
+        "function<eager-inv>(" + join({instcombine, simplifycfg}) + ")",
+        "cgscc(devirt<4>(function-attrs<skip-non-recursive-function-attrs>,function<eager-inv;no-rerun>(" +
+            simplification + ")))",
+        "function<eager-inv>(" +
+            join({simplifycfg_late, "vector-combine", instcombine, "infer-alignment", instcombine, "div-rem-pairs"}) +
+            ")",
+    });
+  }();
+  return pipeline;
+}
 
 }  // namespace
 
@@ -86,7 +96,7 @@ void optimize_module(llvm::Module& module, llvm::TargetMachine& tm, OptPipeline 
   llvm::ModulePassManager mpm;
   if (pipeline == OptPipeline::o3) {
     mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
-  } else if (llvm::Error e = pb.parsePassPipeline(mpm, kShortPipeline)) {
+  } else if (llvm::Error e = pb.parsePassPipeline(mpm, short_pipeline())) {
     throw Error(ErrorKind::internal,
                 "internal error: LLVM rejects flashjit's pass pipeline: " + llvm::toString(std::move(e)));
   }
