@@ -47,6 +47,10 @@ int auto_splits(const SplitInputs& in) {
   return 1;
 }
 
+int64_t query_tiles(int64_t seq_q, int64_t group, const TileConfig& launched) {
+  return (seq_q * group + launched.block_m - 1) / launched.block_m;
+}
+
 bool pack_gqa_pays(int64_t seq_q, int64_t group, int block_m) {
   if (group <= 1 || seq_q <= 0 || block_m <= 0) return false;
   auto fill = [&](int64_t rows) { return double(rows) / double((rows + block_m - 1) / block_m * block_m); };
@@ -68,7 +72,7 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
     else f.group = int(group);
   }
   f.heads_y = f.group > 1 ? args.heads_kv : args.heads_q;
-  f.q_tiles = (seq_q * f.group + c.block_m - 1) / c.block_m;
+  f.q_tiles = query_tiles(seq_q, f.group, c);
   // Given, else the bucket's tuned count (at most one split per key tile: the bucket's shapes have
   // down to half the tuned one's keys), else FlashAttention-2's rule.
   const int64_t key_tiles = (seq_kv + c.block_n - 1) / c.block_n;
@@ -82,6 +86,7 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
         dispatch.variant(bucket, {f.group, f.splits > 1, varlen, paged, paged ? int(args.page_size) : 0}, args.stream);
     if (v.compiled) {
       f.pick = v;
+      f.q_tiles = query_tiles(seq_q, f.group, v.compiled->config);
     } else if (varlen || paged) {
       throw Error(ErrorKind::usage, std::string("forward: the ") + (varlen ? "varlen" : "paged") +
                                         " kernel of bucket config " + c.str() +
@@ -93,7 +98,7 @@ ForwardShape shape_forward(const KernelDispatch& dispatch, const KernelDispatch:
                 "unpacked kernel (run one call before capturing)");
       f.group = f.splits = 1;
       f.heads_y = args.heads_q;
-      f.q_tiles = (args.seq_q + c.block_m - 1) / c.block_m;
+      f.q_tiles = query_tiles(args.seq_q, 1, c);
       pack_note = ", not packed or split: capturing";
     }
   }

@@ -28,6 +28,12 @@ int auto_splits(const SplitInputs& in);
 // unpacked tiles are less than 90% as full as the packed ones (decode: seq_q of 1 fills 1 row of 64).
 bool pack_gqa_pays(int64_t seq_q, int64_t group, int block_m);
 
+// The block_m-row query tiles of a (GQA-packed) head in the grid of the module launched. Its own
+// config counts, not the bucket's: KernelDispatch::variant gives a packed or split form the
+// heuristic's tile for that form, which may be shorter, and the split kernel takes its query tile
+// count from grid x / splits, so a grid sized for the bucket's taller tiles leaves rows unwritten.
+int64_t query_tiles(int64_t seq_q, int64_t group, const TileConfig& launched);
+
 // A forward launch's kernel and grid.
 struct ForwardShape {
   KernelDispatch::Choice pick;  // the module to launch (the bucket's, or its packed/split form)

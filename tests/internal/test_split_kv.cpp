@@ -1,7 +1,7 @@
 // Split-KV's host side: the automatic split count (runtime/split_kv.cpp, FlashAttention-2's rule)
-// the check of ForwardArgs::num_splits, the decode heuristic's config, and the combine's equations
-// on host data. The kernels are
-// tested on the GPU (tests/test_gpu_split_kv.cpp).
+// the check of ForwardArgs::num_splits, the decode heuristic's config, the grid's query tiles, and
+// the combine's equations on host data. The kernels are tested on the GPU
+// (tests/test_gpu_split_kv.cpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -82,6 +82,23 @@ TEST_CASE("split-KV: num_splits outside 0..128 is a usage error naming it", "[sp
     CHECK_NOTHROW(rt::pack_forward(*analyze_spec(s), a, launch));
     CHECK(launch.fixed.num_splits == 1);  // Kernel::forward sets the split it launches
   }
+}
+
+TEST_CASE("split-KV: the grid counts the launched module's query tiles, not the bucket's", "[split]") {
+  // The split kernel covers rows [0, grid_x / splits · block_m) of its own block_m. A bucket of
+  // 128-row tiles whose split form got the heuristic's 64-row tiles (KernelDispatch::variant)
+  // needs 16 tiles for 1000 rows: a grid of the bucket's 8 left rows 512..999 unwritten.
+  const TileConfig bucket{128, 128, 8, 2}, launched{64, 128, 4, 2};
+  CHECK(rt::query_tiles(1000, 1, bucket) == 8);
+  CHECK(rt::query_tiles(1000, 1, launched) == 16);
+  for (int64_t rows : {1, 17, 63, 64, 65, 777, 1000, 4096})
+    for (int64_t group : {1, 4})
+      for (const TileConfig& c : {bucket, launched}) {
+        const int64_t tiles = rt::query_tiles(rows, group, c);
+        INFO(rows << " rows, group " << group << ", block_m " << c.block_m);
+        CHECK(tiles * c.block_m >= rows * group);       // every (packed) row has a tile
+        CHECK((tiles - 1) * c.block_m < rows * group);  // and no tile is empty
+      }
 }
 
 namespace {
