@@ -305,12 +305,10 @@ void Kernel::forward(const ForwardArgs& args) const {
 BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
   const Impl& k = detail::Access::impl(*this, "build_block_map");
   rt::ForwardLaunch launch;
-  rt::pack_forward(*k.spec, args, launch);  // the arguments checked before they choose (or tune) a config
-  {
-    rt::ContextGuard guard(*k.ctx);
-    rt::check_stream(*k.ctx, args.stream, "build_block_map");  // before tuning on it
-  }
-  const rt::KernelDispatch::Choice pick = k.dispatch->select(args);  // the config forward() will use
+  rt::ForwardShape shape;
+  // The module forward() will launch: a split form may tile differently from the bucket's kernel.
+  const bool rows = shape_of(*k.spec, *k.ctx, *k.dispatch, args, "build_block_map", launch, shape);
+  const rt::KernelDispatch::Choice pick = rows ? shape.pick : k.dispatch->select(args);
   const CompiledKernel& c = *pick.compiled;
   if (c.map_entry.empty())
     throw Error(ErrorKind::usage, "build_block_map: the mask of kernel " + c.key +
@@ -318,10 +316,10 @@ BlockMap Kernel::build_block_map(const ForwardArgs& args) const {
   auto m = std::make_shared<BlockMap::Impl>();
   m->kernel = &k;
   m->key = map_key(args, launch, k.spec->dsl.params.size(), c.config);
-  MapShape shape = map_shape(c, args);
+  const MapShape sizes = map_shape(c, args);
   const Runtime rt = detail::Access::runtime(k.ctx);  // the map's buffers live in the kernel's context
-  m->tiles = rt.alloc(shape.tiles_bytes);
-  m->counts = rt.alloc(shape.counts_bytes);
+  m->tiles = rt.alloc(sizes.tiles_bytes);
+  m->counts = rt.alloc(sizes.counts_bytes);
   rt::ContextGuard guard(*k.ctx);
   const cu::Driver& d = cu::driver();
   if (args.batch > 0 && args.seq_q > 0) {

@@ -173,6 +173,13 @@ TEST_CASE("gpu masks: a reused block map gives the reference's output, as one bu
   ForwardArgs other = b;
   other.seq_q = 700;
   CHECK_THROWS_WITH(kernel.forward(other), Catch::Contains("block_map was built for another kernel, sizes or params"));
+  // A split launch runs the bucket's split form; the map is built for the module it launches.
+  ForwardArgs split = a;
+  split.num_splits = 3;
+  const std::vector<uint16_t> split_per_call = run(split, "split into 3, map built per call");
+  BlockMap split_map = kernel.build_block_map(split);
+  split.block_map = &split_map;
+  CHECK(run(split, "split into 3, reused map") == split_per_call);
   Kernel exact = rt.compile(make_spec(DType::bf16, 64, 64, "causal"));
   CHECK(exact.compiled().map_entry.empty());
   ForwardArgs e = a;
