@@ -43,19 +43,19 @@ std::string join(std::initializer_list<std::string> passes) {
 const std::string& short_pipeline() {
   static const std::string pipeline = [] {
     const std::string instcombine = "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>";
-    const std::string cfg = "speculate-blocks;simplify-cond-branch";
-    const std::string simplifycfg_early =
-        "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;no-switch-range-to-icmp;no-switch-to-lookup;"
-        "keep-loops;no-hoist-common-insts;no-sink-common-insts;" +
-        cfg + ";no-speculate-unpredictables>";
-    const std::string simplifycfg =
-        "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;"
-        "keep-loops;no-hoist-common-insts;no-sink-common-insts;" +
-        cfg + ";no-speculate-unpredictables>";
-    const std::string simplifycfg_late =
-        "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;switch-range-to-icmp;switch-to-lookup;"
-        "no-keep-loops;hoist-common-insts;sink-common-insts;" +
-        cfg + ";no-speculate-unpredictables>";
+    // The three option sets O3 runs SimplifyCFG with; every run shares the rest.
+    auto simplifycfg_with = [](const std::string& options) {
+      return "simplifycfg<bonus-inst-threshold=1;" + options +
+             ";speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
+    };
+    const std::string simplifycfg_early = simplifycfg_with(
+        "no-forward-switch-cond;no-switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;"
+        "no-sink-common-insts");
+    const std::string simplifycfg = simplifycfg_with(
+        "no-forward-switch-cond;switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;"
+        "no-sink-common-insts");
+    const std::string simplifycfg_late = simplifycfg_with(
+        "forward-switch-cond;switch-range-to-icmp;switch-to-lookup;no-keep-loops;hoist-common-insts;sink-common-insts");
     const std::string loop_mssa =
         join({"loop-instsimplify", "loop-simplifycfg", "licm<no-allowspeculation>",
               "loop-rotate<header-duplication;no-prepare-for-lto>", "licm<allowspeculation>"});
