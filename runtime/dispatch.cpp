@@ -96,15 +96,20 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
   const std::string name = c.compiled->config.str() + "+gqa" + std::to_string(form.group) + (form.split ? "+split" : "") +
                            (form.varlen ? "+varlen" : "") +
                            (form.paged ? "+paged" + std::to_string(form.page_size) : "");
+  // The bucket's reason, unless this form got a tile of its own: then the module's.
+  auto choice = [&](const Loaded& l) {
+    const bool own = !autotune::same_config(l.m.compiled.config, c.compiled->config);
+    return Choice{&l.m.compiled, &l.m.loaded, own ? &l.m.compiled.config_reason : c.why, c.splits};
+  };
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    if (auto it = modules_.find(name); it != modules_.end()) return {&it->second->m.compiled, &it->second->m.loaded, c.why, c.splits};
+    if (auto it = modules_.find(name); it != modules_.end()) return choice(*it->second);
   }
   if (stream_capturing(*ctx_, stream)) return {nullptr, nullptr, c.why, c.splits};  // asked only when loading
   std::lock_guard<std::mutex> one_at_a_time(tune_mu_);  // one compile of it, not one per thread
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    if (auto it = modules_.find(name); it != modules_.end()) return {&it->second->m.compiled, &it->second->m.loaded, c.why, c.splits};
+    if (auto it = modules_.find(name); it != modules_.end()) return choice(*it->second);
   }
   KernelRequest request;
   request.target = source_.target;
@@ -129,7 +134,7 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
   l->m.compiled.config_reason = reason;
   std::unique_lock<std::shared_mutex> lock(mu_);
   auto it = modules_.emplace(name, std::move(l)).first;
-  return {&it->second->m.compiled, &it->second->m.loaded, c.why, c.splits};
+  return choice(*it->second);
 }
 
 TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why,

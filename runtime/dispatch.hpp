@@ -46,8 +46,10 @@ class KernelDispatch {
   // `c`'s tile config compiled in the forward's serving forms: GQA packing of `group` query heads
   // per CTA (Target::pack_gqa; 1: none), split-KV (Target::split_kv), packed sequences
   // (Target::varlen) and a paged K/V cache (Target::paged); compiled and loaded on first use, then
-  // kept. A module not loaded yet is not loaded while `stream` captures a CUDA graph (a load would
-  // break the capture): compiled is then null. The capture is queried only then, not per launch.
+  // kept. Where `c` is the base form's heuristic tile and no config was given, the form gets the
+  // heuristic's tile for itself, which may differ (its `why` then says so). A module not loaded
+  // yet is not loaded while `stream` captures a CUDA graph (a load would break the capture):
+  // compiled is then null. The capture is queried only then, not per launch.
   struct Form {
     int group = 1;        // Target::pack_gqa
     bool split = false;   // Target::split_kv
