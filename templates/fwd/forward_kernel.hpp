@@ -67,7 +67,12 @@ class ForwardKernel {
   void run_persistent(const std::function<void(KeyTile&)>& body);
 
  private:
+  // Packed row `row` of O (a query row, or with GQA packing a (query, head) pair) from `o_base`.
+  Value* o_row(Value* o_base, Value* row);
   Value* staged_rows();
+  // The lane, rebuilt where the epilogue uses it: what follows from it stays in the tile loop
+  // instead of living across the key walk.
+  Value* epilogue_lane();
   void stage_matrices(size_t mt, Value* inv_g, Value* inv_g8);
   void store_staged(Value* o_base);
   void store_partial(size_t mt, int r, Value* row_index, Value* inv, const std::function<Value*()>& lse);

@@ -55,15 +55,20 @@ void ForwardKernel::store_output() {
           return B.CreateAdd(B.CreateMul(idx, B.CreateSExt(len, e_.i64())), B.CreateSExt(q, e_.i64()));
         };
         if (SPLIT) return store_partial(mt, r, row_index(), inv, natural_lse);
-        Value* row_ptr =
-            B.CreateGEP(B.getInt16Ty(), o_base, tile::row_offset(e_, {nullptr, strides_[3][1], nullptr, nullptr, G, strides_[3][2]}, row));
-        if (!staged) tile::store_row_pairs(e_, o_, mt, r, OT, inv, t4_, row_ptr, spec_.dtype);
+        if (!staged) tile::store_row_pairs(e_, o_, mt, r, OT, inv, t4_, o_row(o_base, row), spec_.dtype);
         Value* has_lse = B.CreateICmpNE(lse_ptr, llvm::ConstantPointerNull::get(llvm::PointerType::get(e_.ctx, 1)));
         e_.when(B.CreateAnd(has_lse, B.CreateICmpEQ(t4_, e_.c32(0))), "store.lse",
                 [&] { B.CreateStore(natural_lse(), B.CreateGEP(e_.f32(), lse_ptr, row_index())); });
       });
     }
   if (staged) store_staged(o_base);
+}
+
+Value* ForwardKernel::epilogue_lane() { return tile::in_loop(e_, lane_); }
+
+Value* ForwardKernel::o_row(Value* o_base, Value* row) {
+  return e_.b.CreateGEP(e_.b.getInt16Ty(), o_base,
+                        tile::row_offset(e_, {nullptr, strides_[3][1], nullptr, nullptr, G, strides_[3][2]}, row));
 }
 
 // ForwardPlan::staged_store (FlashAttention-3's epilogue, less its TMA store): each warp's rows of O
@@ -85,7 +90,7 @@ Value* ForwardKernel::staged_rows() {
 void ForwardKernel::stage_matrices(size_t mt, Value* inv_g, Value* inv_g8) {
   auto& B = e_.b;
   const int row_bytes = 2 * spec_.head_dim_v;
-  Value* lane = tile::in_loop(e_, lane_);  // what follows from it stays in the tile loop, not live across the walk
+  Value* lane = epilogue_lane();
   Value* matrix = B.CreateLShr(lane, e_.c32(3));
   Value* in_matrix = B.CreateAnd(lane, e_.c32(7));
   Value* lane_row = B.CreateAdd(B.CreateShl(B.CreateAnd(matrix, e_.c32(1)), e_.c32(3)), in_matrix);
@@ -114,7 +119,7 @@ void ForwardKernel::store_staged(Value* o_base) {
   auto warp_sync = [&] { tile::inline_ptx(e_, B.getVoidTy(), {}, "bar.warp.sync -1;", "~{memory}"); };
   warp_sync();
   Value* region = staged_rows();
-  Value* lane = tile::in_loop(e_, lane_);  // as in stage_matrices
+  Value* lane = epilogue_lane();
   Value* chunk = B.CreateAnd(lane, e_.c32(OT - 1));
   Value* row0 = B.CreateLShr(lane, e_.c32(__builtin_ctz(unsigned(OT))));
   llvm::Type* v4 = llvm::FixedVectorType::get(e_.i32(), 4);
@@ -129,9 +134,7 @@ void ForwardKernel::store_staged(Value* o_base) {
     for (unsigned i = 0; i < 4; ++i) vec = B.CreateInsertElement(vec, B.CreateExtractValue(got, {i}), uint64_t(i));
     Value* row = B.CreateAdd(q_start_, B.CreateAdd(tc_->warp_row0(), lrow));
     e_.when(B.CreateICmpSLT(row, rows_), "store.v4", [&] {
-      Value* row_ptr =
-          B.CreateGEP(B.getInt16Ty(), o_base,
-                      tile::row_offset(e_, {nullptr, strides_[3][1], nullptr, nullptr, G, strides_[3][2]}, row));
+      Value* row_ptr = o_row(o_base, row);
       B.CreateAlignedStore(vec, B.CreateGEP(B.getInt16Ty(), row_ptr, B.CreateShl(chunk, 3)), llvm::Align(16));
     });
   }
