@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repo root, with .device/ carried: one build measured under
+# several environment settings, each in processes of its own, for an experiment switch (a
+# docs/experiments patch built in) against the build as it is. SETTINGS lists them, `base` for no
+# switch (default "base"), e.g. SETTINGS="base FJX_P64=2 FJX_P64=3". Sections (any of):
+#   checks  `flashjit run` against the fp64 reference on odd shapes at each of DIMS (default 64):
+#           short and odd lengths, seq_q != seq_kv, GQA, a window, a block-map mask, and a long one,
+#           so that small grids (split-KV) and large (persistent) both run;
+#   bench   bench.py standard + masks suites at DIMS, flashjit only, ROUNDS (default 2) rounds
+#           alternating the settings, the card's clock sampled per process.
+# Each setting gets its own FLASHJIT_CACHE_DIR (kernel and tuning caches apart). Logs under $OUT;
+# a table is printed last.
+set -u
+source scripts/gpu_env.sh
+export FLASHJIT_AUTOTUNE=off PYTHONUNBUFFERED=1
+read -r -a settings <<< "${SETTINGS:-base}"
+DIMS=${DIMS:-64}
+rows=()
+# "$@" with setting $1 exported (in a subshell: sampled is a shell function, which env cannot run).
+with() {
+  local s=$1; shift
+  (if [ "$s" != base ]; then export "${s?}"; fi; export FLASHJIT_CACHE_DIR=/tmp/fjc-switch-$s; "$@")
+}
+checks=(
+  "--mask none --seq 1000 --batch 2 --heads 3"
+  "--mask causal --seq 777 --batch 2 --heads 3"
+  "--mask causal --seq 17 --batch 3 --heads 2"
+  "--mask none --seq-q 300 --seq-kv 1000 --batch 2 --heads 4"
+  "--mask causal --seq 1000 --batch 2 --heads 8 --heads-kv 2"
+  "--mask window(255,0) --seq 1000 --batch 2 --heads 3"
+  "--mask causal&&document(doc) --tensor doc:i32:batch,seq_kv --seq 1000 --batch 2 --heads 3"
+  "--mask causal --seq 4096 --batch 4 --heads 16"
+)
+for section in "$@"; do
+  case $section in
+  checks)
+    for s in "${settings[@]}"; do
+      pass=0 fail=0
+      for d in ${DIMS//,/ }; do
+        for c in "${checks[@]}"; do
+          # shellcheck disable=SC2086  # each check is a list of words
+          with "$s" $D/flashjit run --head-dim "$d" $c --reps 3 > /tmp/switch-check.txt 2>&1
+          rc=$?
+          { echo "=== $s d=$d: $c (exit $rc)"; cat /tmp/switch-check.txt; } >> "$OUT/checks.txt"
+          if [ $rc = 0 ] && grep -q '^verify *PASS' /tmp/switch-check.txt; then pass=$((pass + 1)); else
+            fail=$((fail + 1))
+            rows+=("  FAIL $s d=$d $c (exit $rc): $(grep -E '^verify' /tmp/switch-check.txt | cut -c1-120)")
+          fi
+        done
+      done
+      rows+=("checks $s: $pass passed, $fail failed")
+    done ;;
+  bench)
+    for round in $(seq 1 "${ROUNDS:-2}"); do
+      for s in "${settings[@]}"; do
+        log="$OUT/bench-$s-$round.txt"
+        with "$s" sampled "$OUT/smi-$s-$round.csv" timeout 240 python3 bench/bench.py --suite standard masks \
+          --dims "$DIMS" --backends flashjit --out "$OUT/bench-$s-$round" > "$log" 2>&1
+        rows+=("bench $s r$round (exit $?): $(grep -E '^(standard|masks) ' "$log" |
+          awk -F'|' '{n = split($1, a, " "); printf "%s:%s/%s=%s ", substr(a[1], 1, 1), a[2], a[5], $2 + 0}')")
+        rows+=("  card: $(smi_summary "$OUT/smi-$s-$round.csv")")
+      done
+    done ;;
+  *) echo "gpu_switches.sh: unknown section '$section' (checks, bench)" >&2; exit 2 ;;
+  esac
+done
+echo "==================== gpu_switches.sh (SETTINGS: ${settings[*]}, DIMS: $DIMS)"
+printf '%s\n' "${rows[@]}"
