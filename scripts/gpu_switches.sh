@@ -4,8 +4,8 @@
 # docs/experiments patch built in) against the build as it is. SETTINGS lists them, `base` for no
 # switch (default "base"), e.g. SETTINGS="base FJX_P64=2 FJX_P64=3". Sections (any of):
 #   checks  `flashjit run` against the fp64 reference on odd shapes at each of DIMS (default 64):
-#           short and odd lengths, seq_q != seq_kv, GQA, a window, a block-map mask, and a long one,
-#           so that small grids (split-KV) and large (persistent) both run;
+#           short and odd lengths, seq_q != seq_kv, GQA, a window, a block-map mask, and long ones
+#           (one of odd length), so that small grids (split-KV) and large (persistent) both run;
 #   bench   bench.py standard + masks suites at DIMS, flashjit only, ROUNDS (default 2) rounds
 #           alternating the settings, the card's clock sampled per process.
 # Each setting gets its own FLASHJIT_CACHE_DIR (kernel and tuning caches apart). Logs under $OUT;
@@ -30,6 +30,7 @@ checks=(
   "--mask window(255,0) --seq 1000 --batch 2 --heads 3"
   "--mask causal&&document(doc) --tensor doc:i32:batch,seq_kv --seq 1000 --batch 2 --heads 3"
   "--mask causal --seq 4096 --batch 4 --heads 16"
+  "--mask none --seq 2000 --batch 8 --heads 16"
 )
 for section in "$@"; do
   case $section in
