@@ -93,6 +93,7 @@ std::optional<KernelDispatch::Choice> KernelDispatch::decode_choice(const Forwar
 }
 
 KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form, void* stream) const {
+  // Keyed by the bucket's config: the tile a form gets follows from it (and the target).
   const std::string name = c.compiled->config.str() + "+gqa" + std::to_string(form.group) + (form.split ? "+split" : "") +
                            (form.varlen ? "+varlen" : "") +
                            (form.paged ? "+paged" + std::to_string(form.page_size) : "");
