@@ -93,41 +93,48 @@ std::optional<KernelDispatch::Choice> KernelDispatch::decode_choice(const Forwar
 }
 
 KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form, void* stream) const {
-  // Keyed by the bucket's config: the tile a form gets follows from it (and the target).
-  const std::string name = c.compiled->config.str() + "+gqa" + std::to_string(form.group) + (form.split ? "+split" : "") +
+  Target target = source_.target;
+  target.pack_gqa = form.group;
+  target.split_kv = form.split;
+  target.varlen = form.varlen;
+  target.paged = form.paged;
+  target.page_size = form.page_size;
+  // The heuristic's tile for the base form may be one only the base form's producer runs well (d =
+  // 256 unmasked: 128-key tiles in one stage); this form then gets the heuristic's tile for itself.
+  // A given or tuned config is kept: the tuner measured it in the forms it launches.
+  TileConfig config = c.compiled->config;
+  bool own = false;  // this form's tile differs from the bucket's
+  if (!dispatch_.config_given && !c.tuned &&
+      autotune::same_config(config, forward_heuristic(*source_.spec, source_.target, nullptr))) {
+    const TileConfig h = forward_heuristic(*source_.spec, target, nullptr);
+    own = !autotune::same_config(h, config);
+    config = h;
+  }
+  // Keyed by the config the module holds.
+  const std::string name = config.str() + "+gqa" + std::to_string(form.group) + (form.split ? "+split" : "") +
                            (form.varlen ? "+varlen" : "") +
                            (form.paged ? "+paged" + std::to_string(form.page_size) : "");
   // The bucket's reason, unless this form got a tile of its own: then the module's.
   auto choice = [&](const Loaded& l) {
-    const bool own = !autotune::same_config(l.m.compiled.config, c.compiled->config);
-    return Choice{&l.m.compiled, &l.m.loaded, own ? &l.m.compiled.config_reason : c.why, c.splits};
+    return Choice{&l.m.compiled, &l.m.loaded, own ? &l.m.compiled.config_reason : c.why, c.splits, c.tuned};
   };
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     if (auto it = modules_.find(name); it != modules_.end()) return choice(*it->second);
   }
-  if (stream_capturing(*ctx_, stream)) return {nullptr, nullptr, c.why, c.splits};  // asked only when loading
+  if (stream_capturing(*ctx_, stream)) return {nullptr, nullptr, c.why, c.splits, c.tuned};  // asked only when loading
   std::lock_guard<std::mutex> one_at_a_time(tune_mu_);  // one compile of it, not one per thread
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     if (auto it = modules_.find(name); it != modules_.end()) return choice(*it->second);
   }
   KernelRequest request;
-  request.target = source_.target;
-  request.target.pack_gqa = form.group;
-  request.target.split_kv = form.split;
-  request.target.varlen = form.varlen;
-  request.target.paged = form.paged;
-  request.target.page_size = form.page_size;
-  request.config = c.compiled->config;
+  request.target = target;
+  request.config = config;
   std::string reason = c.compiled->config_reason;
-  // The heuristic's tile for the base form may be one only the base form's producer runs well (d =
-  // 256 unmasked: 128-key tiles in one stage); this form then gets the heuristic's tile for itself.
-  if (!dispatch_.config_given &&
-      autotune::same_config(*request.config, forward_heuristic(*source_.spec, source_.target, nullptr))) {
-    std::string own;
-    TileConfig h = forward_heuristic(*source_.spec, request.target, &own);
-    if (!autotune::same_config(h, *request.config)) request.config = h, reason = own + " (for this launch's form)";
+  if (own) {
+    forward_heuristic(*source_.spec, target, &reason);
+    reason += " (for this launch's form)";
   }
   auto l = std::make_unique<Loaded>();
   l->ctx = ctx_;
@@ -139,7 +146,7 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
 }
 
 TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why,
-                                  bool* memoise, int* splits) const {
+                                  bool* memoise, int* splits, bool* tuned) const {
   const std::string bucket = key.bucket.str();
   const DeviceInfo& info = ctx_->info;
   if (stream_capturing(*ctx_, args.stream)) {
@@ -156,6 +163,7 @@ TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::Tunin
   if (std::optional<autotune::TuningEntry> e = lookup_tuning(info, *source_.spec, key)) {
     *why = tuned_reason(e->date, e->mode, e->median_ms, bucket);
     *splits = e->num_splits;
+    *tuned = true;
     return e->best;
   }
   if (!dispatch_.tune_on_first_use) {
@@ -180,6 +188,7 @@ TileConfig KernelDispatch::decide(const ForwardArgs& args, const autotune::Tunin
     if (o.result.measured) {
       *why = tuned_reason(o.date, std::string(autotune::tune_mode_name(mode_)) + " now", o.result.best_m.median_ms, bucket);
       *splits = o.best_splits;
+      *tuned = true;
       return o.result.best;
     }
     *why = base_->config_reason + "; tuning found no working config for bucket " + bucket + ": " + o.result.summary;
@@ -195,8 +204,9 @@ KernelDispatch::Choice KernelDispatch::choose(const ForwardArgs& args, const aut
   std::string why;
   bool memoise = true;
   int splits = 0;
-  const TileConfig config = decide(args, key, &why, &memoise, &splits);
-  Choice c{base_, base_loaded_, nullptr, splits};
+  bool tuned = false;
+  const TileConfig config = decide(args, key, &why, &memoise, &splits, &tuned);
+  Choice c{base_, base_loaded_, nullptr, splits, tuned};
   if (!autotune::same_config(config, base_->config)) {
     const std::string name = config.str();
     std::unique_lock<std::shared_mutex> lock(mu_, std::defer_lock);
@@ -218,8 +228,10 @@ KernelDispatch::Choice KernelDispatch::choose(const ForwardArgs& args, const aut
         log::warn("autotune: " + why);
       }
     }
-    if (it != modules_.end()) c = {&it->second->m.compiled, &it->second->m.loaded, nullptr, splits};
-    else c.splits = 0;  // the tuning's count belongs to its config
+    if (it != modules_.end())
+      c = {&it->second->m.compiled, &it->second->m.loaded, nullptr, splits, tuned};
+    else
+      c.splits = 0, c.tuned = false;  // the tuning's count belongs to its config
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (!memoise) {

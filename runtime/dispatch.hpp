@@ -38,6 +38,7 @@ class KernelDispatch {
     const LoadedModule* loaded = nullptr;
     const std::string* why = nullptr;          // "heuristic ...", "tuned 2025-01-31 (quick, 1.234 ms)", "given ..."
     int splits = 0;                            // the bucket's tuned split-KV count; 0: automatic
+    bool tuned = false;                        // the config is a tuning's (stored or just run)
   };
   // The kernel for this call's shape bucket. On the bucket's first call: tuning cache lookup, then
   // (mode quick/full, tune_on_first_use) tuning with the call's params/tensors, then the module.
@@ -46,7 +47,7 @@ class KernelDispatch {
   // `c`'s tile config compiled in the forward's serving forms: GQA packing of `group` query heads
   // per CTA (Target::pack_gqa; 1: none), split-KV (Target::split_kv), packed sequences
   // (Target::varlen) and a paged K/V cache (Target::paged); compiled and loaded on first use, then
-  // kept. Where `c` is the base form's heuristic tile and no config was given, the form gets the
+  // kept. Where `c` is the base form's heuristic tile, neither given nor tuned, the form gets the
   // heuristic's tile for itself, which may differ (its `why` then says so). A module not loaded
   // yet is not loaded while `stream` captures a CUDA graph (a load would break the capture):
   // compiled is then null. The capture is queried only then, not per launch.
@@ -67,9 +68,9 @@ class KernelDispatch {
   // captures a graph and the module is not loaded yet (with a warning).
   std::optional<Choice> decode_choice(const ForwardArgs& args) const;
   // The config for the bucket and why: a stored tuning, a tuning now, or the base's.
-  // `*splits`: the tuning's split-KV count (0: automatic).
+  // `*splits`: the tuning's split-KV count (0: automatic); `*tuned`: set when a tuning chose it.
   TileConfig decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why, bool* memoise,
-                    int* splits) const;
+                    int* splits, bool* tuned) const;
   std::shared_ptr<Context> ctx_;
   KernelSource source_;
   DispatchOptions dispatch_;
