@@ -116,12 +116,13 @@ TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std
   else if (d <= 128) c = {128, 128, 8, 2};
   else c = {128, 64, 8, 2};
   const bool wgmma = forward_mma_kind(c, target) == "wgmma";
-  // d = 256 without a mask or score modifier, where the TMA producer runs: 128-key tiles in one
-  // stage, cuDNN's tile (its SASS: 64x128x16 products for S), +9–12% over 64-key tiles in two
-  // stages; masked, they lost up to 5% and spilled (docs/perf-notes.md §37).
+  // d = 256 where the TMA producer runs: 128-key tiles in one stage, cuDNN's tile (its SASS:
+  // 64x128x16 products for S), +9–12% over 64-key tiles in two stages without a mask
+  // (docs/perf-notes.md §37), +4–10% causal (§42). Not with a block map (a tensor-reading mask:
+  // the document mask spills there) or a score modifier (not measured).
   const AttentionSpec& a = spec.spec;
   const bool producer_form = !serving_form(target);
-  if (wgmma && a.head_dim_qk == 256 && a.head_dim_v == 256 && !spec.mask && !spec.score && target.tma &&
+  if (wgmma && a.head_dim_qk == 256 && a.head_dim_v == 256 && !spec.block_map.needed && !spec.score && target.tma &&
       target.moves_registers && producer_form)
     c = {128, 128, 8, 1};
   if (!wgmma) {

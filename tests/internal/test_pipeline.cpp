@@ -408,8 +408,8 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
 }
 
 TEST_CASE(
-    "pipeline: unmasked d = 256 takes 128-key tiles in one stage where the TMA producer runs, with the lazy "
-    "rescale and 240 registers",
+    "pipeline: d = 256 without a block map takes 128-key tiles in one stage where the TMA producer runs, with "
+    "the lazy rescale and 240 registers",
     "[pipeline]") {
   const Target sm90{"sm_90a"};
   auto heuristic = [](const AttentionSpec& s, const Target& t) {
@@ -417,9 +417,14 @@ TEST_CASE(
   };
   auto is = [](const TileConfig& c, TileConfig want) { return autotune::same_config(c, want); };
   CHECK(is(heuristic(spec_of(256, "none"), sm90), {128, 128, 8, 1}));
-  // Masked, scored, or in a form without the producer (packed GQA, split-KV, varlen, paged K/V), or
-  // without TMA or setmaxnreg: the 64-key tiles in two stages.
-  CHECK(is(heuristic(spec_of(256, "causal"), sm90), {128, 64, 8, 2}));
+  CHECK(is(heuristic(spec_of(256, "causal"), sm90), {128, 128, 8, 1}));
+  CHECK(is(heuristic(spec_of(256, "window(1024, 0)"), sm90), {128, 128, 8, 1}));
+  // With a block map (a mask that reads a tensor), scored, or in a form without the producer
+  // (packed GQA, split-KV, varlen, paged K/V), or without TMA or setmaxnreg: the 64-key tiles in
+  // two stages.
+  AttentionSpec doc = spec_of(256, "causal && document(doc)");
+  doc.tensors = {{"doc", ScalarType::i32, {"seq_kv"}}};
+  CHECK(is(heuristic(doc, sm90), {128, 64, 8, 2}));
   AttentionSpec scored = spec_of(256, "none");
   scored.score = "30 * tanh(score / 30)";
   CHECK(is(heuristic(scored, sm90), {128, 64, 8, 2}));
@@ -462,12 +467,15 @@ TEST_CASE(
   CHECK(count(k.ptx, "vote.sync.any.pred") == 1);
   CHECK(count(k.ptx, "mbarrier.init.shared.b64") == 1 * 4 + 4);
   CHECK(count(k.ptx, "mbarrier.arrive.expect_tx") == 2);  // K's tile, then V's
-  CHECK(count(compile_to_ptx(spec_of(256, "causal")).ptx, "vote.sync") == 0);
+  CompileOptions narrow_tiles;
+  narrow_tiles.config = TileConfig{128, 64, 8, 2};
+  CHECK(count(compile_to_ptx(spec_of(256, "causal"), narrow_tiles).ptx, "vote.sync") == 0);
   // P·V across V's four panels in one instruction per 16 keys (MmaShape::whole_pv): eight per
-  // 128-key tile; the 64-key causal kernel four; none at d_v = 128, and none in the backward.
+  // 128-key tile; a 64-key kernel four; none at d_v = 128, and none in the backward.
   CHECK(count(k.ptx, "wgmma.mma_async.sync.aligned.m64n256k16") == 8);
   CHECK(count(k.ptx, "wgmma.mma_async.sync.aligned.m64n64k16") == 0);
-  CHECK(count(compile_to_ptx(spec_of(256, "causal")).ptx, "wgmma.mma_async.sync.aligned.m64n256k16") == 4);
+  CHECK(count(compile_to_ptx(spec_of(256, "causal"), narrow_tiles).ptx, "wgmma.mma_async.sync.aligned.m64n256k16") ==
+        4);
   CHECK(count(compile_to_ptx(spec_of(128, "none")).ptx, "m64n256k16") == 0);
   CompileOptions backward;
   backward.backward = true;
