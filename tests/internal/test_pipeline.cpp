@@ -407,6 +407,28 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   CHECK_FALSE(compile_to_ptx(spec_of(128, "causal"), one_warpgroup).persistent);
 }
 
+TEST_CASE("pipeline: d = 64 takes 64-key tiles for a window of at most 1024 keys per row", "[pipeline]") {
+  const Target sm90{"sm_90a"};
+  auto block_n = [&](const std::string& mask, int d = 64) {
+    return forward_heuristic(*analyze_spec(spec_of(d, mask)), sm90, nullptr).block_n;
+  };
+  CHECK(block_n("window(255, 0)") == 64);
+  CHECK(block_n("window(1023, 0) && causal") == 64);  // 1024 keys
+  CHECK(block_n("window(511, 512)") == 64);           // both sides: 1024 keys
+  CHECK(block_n("window(1024, 0)") == 128);           // 1025 keys
+  CHECK(block_n("window(4095, 0) && causal") == 128);
+  CHECK(block_n("causal") == 128);
+  CHECK(block_n("none") == 128);
+  CHECK(block_n("window(255, 0)", 128) == 128);  // the producer kernel keeps its tile
+  std::string why;
+  forward_heuristic(*analyze_spec(spec_of(64, "window(255, 0)")), sm90, &why);
+  CHECK_THAT(why, Catch::Contains("a window of 256 keys per row"));
+  // A window whose width is a param is not a constant: the table's tile.
+  AttentionSpec param = spec_of(64, "kv >= q - w && kv <= q");
+  param.params = {{"w", ScalarType::i32}};
+  CHECK(forward_heuristic(*analyze_spec(param), sm90, nullptr).block_n == 128);
+}
+
 TEST_CASE(
     "pipeline: d = 256 without a block map takes 128-key tiles in one stage where the TMA producer runs, with "
     "the lazy rescale and 240 registers",
