@@ -165,6 +165,8 @@ Formula simplify_impl(Formula f) {
 
 }  // namespace
 
+std::optional<LinearForm> difference(const LinearForm& a, const LinearForm& b) { return combine(a, b, -1); }
+
 Formula fold_constants(Formula f) { return simplify_impl(std::move(f)); }
 
 std::string LinearForm::to_string(const std::vector<Param>* params) const {

@@ -40,6 +40,9 @@ struct Formula {
   static Formula constant(bool v) { Formula f; f.kind = v ? Kind::True : Kind::False; return f; }
 };
 
+// a − b, or nullopt where a coefficient or the constant overflows int64.
+std::optional<LinearForm> difference(const LinearForm& a, const LinearForm& b);
+
 // The linear form of an i32 expression, or nullopt (non-linear, f32, tensor read, /, %...).
 std::optional<LinearForm> linear_form(const Expr& e);
 

@@ -1,10 +1,10 @@
 #include "templates/fwd/plan.hpp"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <sstream>
 
+#include "compiler/dsl/affine.hpp"
 #include "compiler/dsl/ast.hpp"
 #include "templates/common/arch_limits.hpp"
 #include "templates/common/forward_abi.hpp"
@@ -105,12 +105,9 @@ std::optional<int64_t> keys_per_row(const AnalyzedSpec& spec) {
   const dsl::KvBand& band = spec.kv_range.visit.front();
   std::optional<int64_t> keys;
   for (const dsl::LinearForm& lo : band.lower)
-    for (const dsl::LinearForm& hi : band.upper) {
-      std::map<dsl::Sym, int64_t> rest = hi.coeff;  // hi - lo, constant when every term cancels
-      for (const auto& [sym, k] : lo.coeff)
-        if ((rest[sym] -= k) == 0) rest.erase(sym);
-      if (rest.empty()) keys = std::min(keys.value_or(INT64_MAX), hi.c - lo.c + 1);
-    }
+    for (const dsl::LinearForm& hi : band.upper)
+      if (const std::optional<dsl::LinearForm> width = dsl::difference(hi, lo); width && width->coeff.empty())
+        keys = std::min(keys.value_or(INT64_MAX), width->c + 1);
   return keys;
 }
 
