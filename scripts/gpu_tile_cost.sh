@@ -8,9 +8,9 @@
 #          batch 16, 32, 64 (more tiles of the same walk: the launch's own ramp and tail);
 #   ncu    Nsight Compute on d = 128, seq_q 1024 with 1024 and 16384 keys, both kernels: SM active
 #          cycles against elapsed (idle SMs at the ramp and tail) and their spread, instructions;
-#   sass   flashjit's kernel at SASS_DIM (default 128) with 1024 and 16384 keys and cuDNN's at 1024, per SASS
-#          instruction: executions and warp-stall samples (one tar.xz; an instruction's count at the
-#          two lengths splits it into per-tile and per-key-tile parts);
+#   sass   flashjit's kernel at SASS_DIM (default 128) with 1024 and 16384 keys and cuDNN's at
+#          1024, per SASS instruction: executions and warp-stall samples (one tar.xz; an
+#          instruction's count at the two lengths splits it into per-tile and per-key-tile parts);
 #   l2     L2 traffic and throughput, DRAM reads, SM throughput, both kernels, at d = 64 (16k; 1k
 #          queries on 16k keys; 4k) and d = 128 (16k).
 # Logs in $OUT/tile-cost-*; a table is printed last.
@@ -66,7 +66,8 @@ for b in backends:
             try: print(f"{b} d={d} batch {batch}: {ms(b, d, 1024, 1024, batch):.4f}")
             except Exception as e: print(f"{b} d={d} batch {batch}: error {str(e)[:80]}")
 PY
-# Nsight Compute with metrics $1 on d=$2, seq_q $3, seq_kv $4, batch $5: flashjit's kernel, then cuDNN's.
+# Nsight Compute with metrics $1 on d=$2, seq_q $3, seq_kv $4, batch $5: flashjit's kernel, then
+# cuDNN's (the first launch of each).
 ncu_both() {
   local m=$1; shift
   timeout 120 "$NCU" --clock-control none --metrics "$m" --csv -k regex:flashjit_fwd -c 1 "$D/flashjit" run --head-dim "$1" \
