@@ -2,24 +2,33 @@
 # Runs on the GPU machine from the repo root, with .device/ carried: one build measured under
 # several environment settings, each in processes of its own, for an experiment switch (a
 # docs/experiments patch built in) against the build as it is. SETTINGS lists them, `base` for no
-# switch (default "base"), e.g. SETTINGS="base FJX_P64=2 FJX_P64=3". Sections (any of):
+# switch (default "base"), e.g. SETTINGS="base FJX_P64=2 FJX_P64=3"; a setting of several switches
+# joins them with commas (FJX_QSTAGE=1,FJX_TMASTORE=1). Sections (any of):
 #   checks  `flashjit run` against the fp64 reference on odd shapes at each of DIMS (default 64):
 #           short and odd lengths, seq_q != seq_kv, GQA, a window, a block-map mask, and long ones
 #           (one of odd length), so that small grids (split-KV) and large (persistent) both run;
 #   bench   bench.py standard + masks suites at DIMS, flashjit only, ROUNDS (default 2) rounds
 #           alternating the settings, the card's clock sampled per process.
-# Each setting gets its own FLASHJIT_CACHE_DIR (kernel and tuning caches apart). Logs under $OUT;
-# a table is printed last.
+# Each setting gets its own FLASHJIT_CACHE_DIR (kernel and tuning caches apart). Logs under $OUT,
+# named with the setting's '=' and ',' as '-' and '+' (the device tool returns no file whose name
+# has an '='); a table is printed last.
 set -u
 source scripts/gpu_env.sh
 export FLASHJIT_AUTOTUNE=off PYTHONUNBUFFERED=1
 read -r -a settings <<< "${SETTINGS:-base}"
 DIMS=${DIMS:-64}
 rows=()
+tag() { local t=${1//=/-}; echo "${t//,/+}"; }  # a setting as part of a file name
 # "$@" with setting $1 exported (in a subshell: sampled is a shell function, which env cannot run).
 with() {
   local s=$1; shift
-  (if [ "$s" != base ]; then export "${s?}"; fi; export FLASHJIT_CACHE_DIR=/tmp/fjc-switch-$s; "$@")
+  (if [ "$s" != base ]; then
+     IFS=, read -r -a vars <<< "$s"
+     export "${vars[@]}"
+   fi
+   FLASHJIT_CACHE_DIR=/tmp/fjc-switch-$(tag "$s")
+   export FLASHJIT_CACHE_DIR
+   "$@")
 }
 checks=(
   "--mask none --seq 1000 --batch 2 --heads 3"
@@ -54,12 +63,13 @@ for section in "$@"; do
   bench)
     for round in $(seq 1 "${ROUNDS:-2}"); do
       for s in "${settings[@]}"; do
-        log="$OUT/bench-$s-$round.txt"
-        with "$s" sampled "$OUT/smi-$s-$round.csv" timeout 240 python3 bench/bench.py --suite standard masks \
-          --dims "$DIMS" --backends flashjit --out "$OUT/bench-$s-$round" > "$log" 2>&1
+        f=$(tag "$s")-$round
+        log="$OUT/bench-$f.txt"
+        with "$s" sampled "$OUT/smi-$f.csv" timeout 240 python3 bench/bench.py --suite standard masks \
+          --dims "$DIMS" --backends flashjit --out "$OUT/bench-$f" > "$log" 2>&1
         rows+=("bench $s r$round (exit $?): $(grep -E '^(standard|masks) ' "$log" |
           awk -F'|' '{n = split($1, a, " "); printf "%s:%s/%s=%s ", substr(a[1], 1, 1), a[2], a[5], $2 + 0}')")
-        rows+=("  card: $(smi_summary "$OUT/smi-$s-$round.csv")")
+        rows+=("  card: $(smi_summary "$OUT/smi-$f.csv")")
       done
     done ;;
   *) echo "gpu_switches.sh: unknown section '$section' (checks, bench)" >&2; exit 2 ;;
