@@ -70,7 +70,6 @@ for section in "$@"; do
       while read -r l; do rows+=("  $l"); done < <(grep -E '^\| d=.* \| flashjit \|' "$OUT/ab-bwd-$which.txt" | awk -F'|' '{print $2, $5, $7, $8}')
     done ;;
   ncu)
-    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
     d=${DIMS:-256}
     for which in old new; do
       for mask in none causal; do

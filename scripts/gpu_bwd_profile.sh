@@ -15,7 +15,6 @@
 set -u
 source scripts/gpu_env.sh
 export FLASHJIT_AUTOTUNE=off PYTHONUNBUFFERED=1
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "gpu_bwd_profile.sh: no ncu (Nsight Compute) on this machine" >&2; exit 2; }
 d=${DIMS:-128}
 h=$((2048 / d))

@@ -4,6 +4,9 @@ D=.device
 export LD_LIBRARY_PATH=$PWD/$D${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 OUT=${OUT:-/tmp/flashjit-out}
 mkdir -p "$OUT"
+# Nsight Compute's CLI, empty where the machine has none.
+# shellcheck disable=SC2034  # read by the scripts that source this file
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 # Per kernel (the entry name's suffix) of an Nsight Compute CSV with gpu__time_duration: launches and
 # the median duration in µs.
 kernel_times() {

@@ -20,7 +20,6 @@ export FLASHJIT_AUTOTUNE=off FLASHJIT_CACHE_DIR=/tmp/fjc-tile-cost PYTHONUNBUFFE
 DIMS=${DIMS:-64 128 256}
 KVS=${KVS:-1024 2048 4096 8192 16384}
 BATCHES=${BATCHES:-16 32 64}
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 rows=()
 fj_ms() {  # head dim, seq_q, seq_kv, batch: flashjit's median ms (verified on the first point only)
   local verify=--no-verify; [ "$2" = "$3" ] && [ "$4" = 16 ] && verify=
@@ -80,6 +79,9 @@ ncu_both() {
   done
 }
 sections=("$@"); [ ${#sections[@]} -gt 0 ] || sections=(sweep ncu)
+if [ -z "$NCU" ] && [[ " ${sections[*]} " =~ \ (ncu|sass|l2)\  ]]; then
+  echo "gpu_tile_cost.sh: no ncu (Nsight Compute) on this machine for ${sections[*]}" >&2; exit 2
+fi
 for section in "${sections[@]}"; do
   case $section in
   sweep)
