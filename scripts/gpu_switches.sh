@@ -7,8 +7,14 @@
 #   checks  `flashjit run` against the fp64 reference on odd shapes at each of DIMS (default 64):
 #           short and odd lengths, seq_q != seq_kv, GQA, a window, a block-map mask, and long ones
 #           (one of odd length), so that small grids (split-KV) and large (persistent) both run;
+#   tests   flashjit_tests "[forward]" and "[masks]" under each setting but base, all at once
+#           (TEST_LIMIT seconds each, default 300);
+#   sanitize  compute-sanitizer racecheck and memcheck on `flashjit run` at each of DIMS, causal,
+#           seq 777 (an odd tile count), under each setting but base, all at once;
 #   bench   bench.py standard + masks suites at DIMS, flashjit only, ROUNDS (default 2) rounds
 #           alternating the settings, the card's clock sampled per process.
+# checks runs the settings side by side, one process each; tests and sanitize run every process
+# at once (the card is shared: correctness only). Only bench times anything.
 # Each setting gets its own FLASHJIT_CACHE_DIR (kernel and tuning caches apart). Logs under $OUT,
 # named with the setting's '=' and ',' as '-' and '+' (the device tool returns no file whose name
 # has an '='); a table is printed last.
@@ -30,6 +36,15 @@ with() {
    export FLASHJIT_CACHE_DIR
    "$@")
 }
+# The summary lines the background jobs of a section wrote, in file order, into rows.
+collect() {
+  local f
+  for f in /tmp/switch-rows-*.txt; do
+    [ -e "$f" ] || continue
+    mapfile -t -O "${#rows[@]}" rows < "$f"
+    rm -f "$f"
+  done
+}
 checks=(
   "--mask none --seq 1000 --batch 2 --heads 3"
   "--mask causal --seq 777 --batch 2 --heads 3"
@@ -45,21 +60,55 @@ for section in "$@"; do
   case $section in
   checks)
     for s in "${settings[@]}"; do
-      pass=0 fail=0
+      (pass=0 fail=0 t=$(tag "$s")
+       for d in ${DIMS//,/ }; do
+         for c in "${checks[@]}"; do
+           # shellcheck disable=SC2086  # each check is a list of words
+           with "$s" $D/flashjit run --head-dim "$d" $c --reps 3 > "/tmp/switch-check-$t.txt" 2>&1
+           rc=$?
+           { echo "=== $s d=$d: $c (exit $rc)"; cat "/tmp/switch-check-$t.txt"; } >> "$OUT/checks-$t.txt"
+           if [ $rc = 0 ] && grep -q '^verify *PASS' "/tmp/switch-check-$t.txt"; then pass=$((pass + 1)); else
+             fail=$((fail + 1))
+             echo "  FAIL $s d=$d $c (exit $rc): $(grep -E '^verify' "/tmp/switch-check-$t.txt" | cut -c1-120)" >> "/tmp/switch-rows-$t.txt"
+           fi
+         done
+       done
+       echo "checks $s: $pass passed, $fail failed" >> "/tmp/switch-rows-$t.txt") &
+    done
+    wait
+    collect ;;
+  tests)
+    for s in "${settings[@]}"; do
+      [ "$s" = base ] && continue
+      for group in forward masks; do
+        (t=$(tag "$s")-$group
+         with "$s" timeout "${TEST_LIMIT:-300}" "$D"/flashjit_tests "[$group]" > "$OUT/tests-$t.txt" 2>&1
+         rc=$?
+         echo "tests $s [$group] (exit $rc): $(grep -E '^(All tests passed|test cases:)' "$OUT/tests-$t.txt" | tail -1)" \
+           "| GPU cases PASS $(grep -c 'PASS' "$OUT/tests-$t.txt") FAIL $(grep -c 'FAIL' "$OUT/tests-$t.txt")" \
+           > "/tmp/switch-rows-$t.txt") &
+      done
+    done
+    wait
+    collect ;;
+  sanitize)
+    CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    for s in "${settings[@]}"; do
+      [ "$s" = base ] && continue
       for d in ${DIMS//,/ }; do
-        for c in "${checks[@]}"; do
-          # shellcheck disable=SC2086  # each check is a list of words
-          with "$s" $D/flashjit run --head-dim "$d" $c --reps 3 > /tmp/switch-check.txt 2>&1
-          rc=$?
-          { echo "=== $s d=$d: $c (exit $rc)"; cat /tmp/switch-check.txt; } >> "$OUT/checks.txt"
-          if [ $rc = 0 ] && grep -q '^verify *PASS' /tmp/switch-check.txt; then pass=$((pass + 1)); else
-            fail=$((fail + 1))
-            rows+=("  FAIL $s d=$d $c (exit $rc): $(grep -E '^verify' /tmp/switch-check.txt | cut -c1-120)")
-          fi
+        for tool in racecheck memcheck; do
+          (t=$(tag "$s")-d$d-$tool
+           extra=(); [ $tool = racecheck ] && extra=(--racecheck-report all)
+           with "$s" timeout 240 "$CS" --tool $tool "${extra[@]}" --print-limit 20 "$D"/flashjit run --head-dim "$d" \
+             --mask causal --seq 777 --batch 2 --heads 4 --reps 1 > "$OUT/sanitize-$t.txt" 2>&1
+           rc=$?
+           echo "$tool $s d=$d (exit $rc): $(grep -oE '(RACECHECK|ERROR) SUMMARY.*' "$OUT/sanitize-$t.txt" | tail -1)" \
+             "| $(grep -E '^verify' "$OUT/sanitize-$t.txt" | cut -c1-60)" > "/tmp/switch-rows-$t.txt") &
         done
       done
-      rows+=("checks $s: $pass passed, $fail failed")
-    done ;;
+    done
+    wait
+    collect ;;
   bench)
     for round in $(seq 1 "${ROUNDS:-2}"); do
       for s in "${settings[@]}"; do
@@ -72,7 +121,7 @@ for section in "$@"; do
         rows+=("  card: $(smi_summary "$OUT/smi-$f.csv")")
       done
     done ;;
-  *) echo "gpu_switches.sh: unknown section '$section' (checks, bench)" >&2; exit 2 ;;
+  *) echo "gpu_switches.sh: unknown section '$section' (checks, tests, sanitize, bench)" >&2; exit 2 ;;
   esac
 done
 echo "==================== gpu_switches.sh (SETTINGS: ${settings[*]}, DIMS: $DIMS)"
