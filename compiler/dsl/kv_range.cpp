@@ -21,10 +21,9 @@ std::optional<KvBand> band_of(const std::vector<LinearForm>& conj) {
     if (k == 0) {
       band.guards.push_back(std::move(rest));
     } else if (k == 1) {  // kv + rest >= 0  →  kv >= -rest
-      LinearForm l;
-      l.c = -rest.c;
-      for (auto& [s, v] : rest.coeff) l.coeff[s] = -v;
-      band.lower.push_back(std::move(l));
+      std::optional<LinearForm> l = difference(LinearForm{}, rest);
+      if (!l) return std::nullopt;  // -rest overflows int64
+      band.lower.push_back(std::move(*l));
     } else if (k == -1) {  // -kv + rest >= 0  →  kv <= rest
       band.upper.push_back(std::move(rest));
     } else {
@@ -105,20 +104,14 @@ Span band_span(const KvBand& b, int64_t q0, int64_t q1, const SymbolValues& valu
     std::vector<LinearForm> constraints = b.guards;  // each >= 0
     LinearForm last_key;
     last_key.c = values.seq_kv.value_or(0) - 1;
+    // (seq_kv - 1) - l >= 0 and u - l >= 0; a difference that overflows int64 is left out, which
+    // only widens the rows (sound for the visit bounds).
+    auto require = [&](const LinearForm& a, const LinearForm& l) {
+      if (std::optional<LinearForm> d = difference(a, l)) constraints.push_back(std::move(*d));
+    };
     for (const auto& l : b.lower) {
-      LinearForm d = l;  // (seq_kv - 1) - l >= 0
-      d.c = last_key.c - l.c;
-      for (auto& [s, k] : d.coeff) k = -k;
-      constraints.push_back(d);
-      for (const auto& u : b.upper) {
-        LinearForm e = u;  // u - l >= 0
-        e.c -= l.c;
-        for (const auto& [s, k] : l.coeff) {
-          e.coeff[s] -= k;
-          if (e.coeff[s] == 0) e.coeff.erase(s);
-        }
-        constraints.push_back(e);
-      }
+      require(last_key, l);
+      for (const auto& u : b.upper) require(u, l);
     }
     for (const auto& u : b.upper) constraints.push_back(u);  // u >= 0
     for (const auto& c : constraints) {

@@ -160,6 +160,24 @@ TEST_CASE("a possible i32 overflow makes the kv range conservative", "[dsl][kv_r
   CHECK_FALSE(kv_range_may_overflow(kr, v));
 }
 
+TEST_CASE("a band whose width overflows int64 gets its range without the overflow", "[dsl][kv_range]") {
+  // Each bound fits int64 (w's coefficient 2 * 2147483647^2 is just under 2^63), but upper - lower
+  // does not: the analysis takes differences checked (dsl::difference), so a build with
+  // -fsanitize=signed-integer-overflow runs this case clean. At w = 0 no atom wraps in i32 and the
+  // band is the diagonal: rows [64, 128) visit keys [64, 128), and no key is full for all of them.
+  const Decls d = Decls::standard();
+  const std::string c = "w * 2147483647 * 2147483647 * 2";
+  KvRange kr = derive_kv_range(compile("kv <= q + " + c + " && kv >= q - " + c, d, ExprRole::Mask));
+  SymbolValues v;
+  v.seq_q = v.seq_kv = 128;
+  v.params = {Value::of_i32(0), Value::of_i32(0), Value::of_f32(0), Value::of_i32(0)};
+  REQUIRE_FALSE(kv_range_may_overflow(kr, v));
+  TileKvRange r = eval_kv_range(kr, 64, 128, v);
+  CHECK(r.visit_lo == 64);
+  CHECK(r.visit_hi == 128);
+  CHECK(r.full_lo == r.full_hi);
+}
+
 TEST_CASE("a constant comparison that wraps in i32 keeps its i32 meaning in the kv range", "[dsl][kv_range]") {
   // 48 - 21474836 * 565 is 751619596 in i32 (the product wraps): the mask is plain causal. Folded
   // in int64 the comparison looked false and every tile would have been skipped.
