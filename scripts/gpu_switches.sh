@@ -24,6 +24,7 @@ export FLASHJIT_AUTOTUNE=off PYTHONUNBUFFERED=1
 read -r -a settings <<< "${SETTINGS:-base}"
 DIMS=${DIMS:-64}
 rows=()
+rm -f /tmp/switch-rows-*.txt  # an interrupted run's summary lines are not this run's
 tag() { local t=${1//=/-}; echo "${t//,/+}"; }  # a setting as part of a file name
 # "$@" with setting $1 exported (in a subshell: sampled is a shell function, which env cannot run).
 with() {
