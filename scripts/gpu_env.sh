@@ -7,6 +7,9 @@ mkdir -p "$OUT"
 # Nsight Compute's CLI, empty where the machine has none.
 # shellcheck disable=SC2034  # read by the scripts that source this file
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+# compute-sanitizer's CLI (racecheck, memcheck).
+# shellcheck disable=SC2034  # read by the scripts that source this file
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 # Per kernel (the entry name's suffix) of an Nsight Compute CSV with gpu__time_duration: launches and
 # the median duration in µs.
 kernel_times() {

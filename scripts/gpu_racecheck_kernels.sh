@@ -11,7 +11,6 @@
 # against the fp64 reference. Logs in $OUT/racecheck-kernels.txt; a table is printed last.
 set -u
 source scripts/gpu_env.sh
-CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 L="$OUT/racecheck-kernels.txt"
 : > "$L"
 export FLASHJIT_CACHE_DIR=/tmp/fjc-racecheck

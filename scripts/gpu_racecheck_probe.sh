@@ -6,7 +6,6 @@
 # table (variant, sum, racecheck summary) is printed last.
 set -u
 source scripts/gpu_env.sh
-CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 L="$OUT/racecheck-probe.txt"
 : > "$L"
 rows=()

@@ -93,7 +93,6 @@ for section in "$@"; do
     wait
     collect ;;
   sanitize)
-    CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for s in "${settings[@]}"; do
       [ "$s" = base ] && continue
       for d in ${DIMS//,/ }; do
