@@ -10,7 +10,8 @@
 #   tests   flashjit_tests "[forward]" and "[masks]" under each setting but base, all at once
 #           (TEST_LIMIT seconds each, default 300);
 #   sanitize  compute-sanitizer racecheck and memcheck on `flashjit run` at each of DIMS, causal,
-#           seq 777 (an odd tile count), under each setting but base, all at once;
+#           seq 777 (an odd tile count), under each setting but base, all at once
+#           (SANITIZE_LIMIT seconds each, default 240);
 #   bench   bench.py standard + masks suites at DIMS, flashjit only, ROUNDS (default 2) rounds
 #           alternating the settings, the card's clock sampled per process.
 # checks runs the settings side by side, one process each; tests and sanitize run every process
@@ -99,7 +100,7 @@ for section in "$@"; do
         for tool in racecheck memcheck; do
           (t=$(tag "$s")-d$d-$tool
            extra=(); [ $tool = racecheck ] && extra=(--racecheck-report all)
-           with "$s" timeout 240 "$CS" --tool $tool "${extra[@]}" --print-limit 20 "$D"/flashjit run --head-dim "$d" \
+           with "$s" timeout "${SANITIZE_LIMIT:-240}" "$CS" --tool $tool "${extra[@]}" --print-limit 20 "$D"/flashjit run --head-dim "$d" \
              --mask causal --seq 777 --batch 2 --heads 4 --reps 1 > "$OUT/sanitize-$t.txt" 2>&1
            rc=$?
            echo "$tool $s d=$d (exit $rc): $(grep -oE '(RACECHECK|ERROR) SUMMARY.*' "$OUT/sanitize-$t.txt" | tail -1)" \
