@@ -12,8 +12,9 @@
 #   sanitize  compute-sanitizer racecheck and memcheck on `flashjit run` at each of DIMS, causal,
 #           seq 777 (an odd tile count), under each setting but base, all at once
 #           (SANITIZE_LIMIT seconds each, default 240);
-#   bench   bench.py standard + masks suites at DIMS, flashjit only, ROUNDS (default 2) rounds
-#           alternating the settings, the card's clock sampled per process.
+#   bench   bench.py's SUITES (default "standard masks") at DIMS, and SEQS where given (e.g.
+#           1024,4096), flashjit only, ROUNDS (default 2) rounds alternating the settings, the
+#           card's clock sampled per process.
 # checks runs the settings side by side, one process each; tests and sanitize run every process
 # at once (the card is shared: correctness only). Only bench times anything.
 # Each setting gets its own FLASHJIT_CACHE_DIR (kernel and tuning caches apart). Logs under $OUT,
@@ -115,8 +116,9 @@ for section in "$@"; do
       for s in "${settings[@]}"; do
         f=$(tag "$s")-$round
         log="$OUT/bench-$f.txt"
-        with "$s" sampled "$OUT/smi-$f.csv" timeout 240 python3 bench/bench.py --suite standard masks \
-          --dims "$DIMS" --backends flashjit --out "$OUT/bench-$f" > "$log" 2>&1
+        # shellcheck disable=SC2086  # SUITES is a list of words
+        with "$s" sampled "$OUT/smi-$f.csv" timeout 240 python3 bench/bench.py --suite ${SUITES:-standard masks} \
+          --dims "$DIMS" ${SEQS:+--seqs "$SEQS"} --backends flashjit --out "$OUT/bench-$f" > "$log" 2>&1
         rows+=("bench $s r$round (exit $?): $(grep -E '^(standard|masks) ' "$log" |
           awk -F'|' '{n = split($1, a, " "); printf "%s:%s/%s=%s ", substr(a[1], 1, 1), a[2], a[5], $2 + 0}')")
         rows+=("  card: $(smi_summary "$OUT/smi-$f.csv")")
