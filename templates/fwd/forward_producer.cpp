@@ -256,11 +256,15 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
     else
       tile::sync_named(e_, kComputeBarrier, computing);  // every product that reads Q has been waited for
     advance(B.getFalse());
+    if (plan_.stage_in_q) {  // O out through the Q buffer, read out by every warp before Q's reload
+      store_output();
+      tile::sync_named(e_, kComputeBarrier, computing);
+    }
     if (!Q_AHEAD) {
       Value* next = B.CreateLoad(e_.i32(), tile);
       e_.when(B.CreateICmpSLT(next, total()), "next_q", [&] { load_q_of(next); });
     }
-    store_output();
+    if (!plan_.stage_in_q) store_output();
   });
   B.CreateRetVoid();
 }

@@ -305,6 +305,13 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
       p.staged_store = true;
       p.smem.o_stage = append_shared(p, o_bytes);
     }
+    // With one Q buffer and d_v = 256 (bm128_bn128_w8_s1) there is no room for a staging buffer, but
+    // Q is dead once the tile's last product is waited for: O is staged there, and the next tile's
+    // Q loads after every warp has read its rows out (docs/perf-notes.md §46: +7-8% at 1k).
+    if (p.q_buffers == 1 && p.attention().head_dim_v == 256 && o_bytes <= p.smem.q_bytes) {
+      p.staged_store = p.stage_in_q = true;
+      p.smem.o_stage = p.smem.q;
+    }
     p.smem.barriers = append_shared(p, bytes);
   } else if (cta_loads_by_tma(p)) {
     p.tma = true;
@@ -356,7 +363,7 @@ std::string ForwardPlan::describe() const {
   if (producer) o << " +producer";
   if (persistent) o << " +persistent" << (q_buffers > 1 ? "(q-ahead)" : "");
   if (rotated) o << " +rotated";
-  if (staged_store) o << " +staged-store";
+  if (staged_store) o << " +staged-store" << (stage_in_q ? "(q)" : "");
   if (grow_at > 0) o << " +lazy-rescale";
   if (tma) o << " +tma";
   if (last_tile_first) o << " +last-tile-first";

@@ -28,7 +28,7 @@ struct ForwardSmem {
   // From `barriers`: the persistent walk's mbarriers (after the stages') and its tile index.
   int walk_bars = 0, tile_slots = 0;
   int q_bytes = 0;  // one Q buffer
-  int o_stage = 0;  // ForwardPlan::staged_store: [block_m][d_v], each warp's rows its own
+  int o_stage = 0;  // ForwardPlan::staged_store: [block_m][d_v], each warp's rows its own (stage_in_q: q)
   int total = 0;
 };
 
@@ -95,10 +95,15 @@ struct ForwardPlan {
   // in a branch, no longer interleave with the softmax, and ptxas fits the walk (300 B of spills
   // without it at 232 registers). Alone, at every head dim, it measured flat (docs/perf-notes.md §37).
   float grow_at = 0.f;
-  // Persistent with two Q buffers (d_v 64 or 128): O goes out through shared memory, each warp
-  // staging its own rows, then as 16-byte vectors, a row's lanes on consecutive chunks, instead of
-  // 4-byte pairs spread over eight rows (FlashAttention-3's epilogue, less its TMA store).
+  // Persistent with two Q buffers (d_v 64 or 128), or with one at d_v = 256 (stage_in_q): O goes
+  // out through shared memory, each warp staging its own rows, then as 16-byte vectors, a row's
+  // lanes on consecutive chunks, instead of 4-byte pairs spread over eight rows (FlashAttention-3's
+  // epilogue, less its TMA store).
   bool staged_store = false;
+  // With one Q buffer (d_v = 256), O is staged in it: once every compute warp is past its last
+  // product of the tile, Q is no longer read; the warps stage and store O there, wait for each
+  // other, then the next tile's Q is loaded.
+  bool stage_in_q = false;
   // Producer plans under Target::tma: the producer's first thread loads each K and V stage (and,
   // with two Q buffers, each Q tile) with the TMA unit, one cp.async.bulk.tensor per 64-column
   // panel, straight into the panels' 128-byte swizzle (the tensor map's SWIZZLE_128B is the XOR

@@ -254,7 +254,10 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   CHECK(wide.q_buffers == 1);
   CHECK(wide.smem.barriers == 128 * 256 * 2 + 2 * 2 * 64 * 256 * 2);
   CHECK_THAT(wide.describe(), !Catch::Contains("q-ahead"));
-  CHECK_FALSE(wide.staged_store);  // nor for O's 64 KB staging buffer
+  // nor for O's 64 KB staging buffer: O is staged in the Q buffer, which it fits exactly.
+  CHECK(wide.staged_store);
+  CHECK(wide.stage_in_q);
+  CHECK_THAT(wide.describe(), Catch::Contains("+staged-store(q)"));
   // nor for the rotated walk's P held live beside S (measured slower there): one pair per stage.
   CHECK_FALSE(wide.rotated);
   CHECK_FALSE(wide.kv_bars);
@@ -393,11 +396,12 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   };
   CHECK(commits_back_to_back(c.ptx));
   // d = 256 has one Q buffer, which the compute warps load: their own named barrier (256 threads)
-  // orders their copies before their products and their last products before the next copies;
-  // the tile index still goes through the mbarriers (no Q ring's).
+  // orders their copies before their products, their last products before O is staged in the
+  // buffer, and every warp's read of its staged rows before the next copies; the tile index still
+  // goes through the mbarriers (no Q ring's).
   const CompiledKernel wide = compile_to_ptx(spec_of(256, "causal"));
   REQUIRE(wide.persistent);
-  CHECK(count(wide.ptx, "barrier.sync \t3, 256;") == 2);
+  CHECK(count(wide.ptx, "barrier.sync \t3, 256;") == 3);
   CHECK(count(wide.ptx, "bar.sync") == 1);
   CHECK(count(wide.ptx, "\tbar.arrive") + count(wide.ptx, "\tbarrier.arrive") == 0);
   CHECK(count(wide.ptx, "mbarrier.init.shared.b64") == 2 * 2 + 4);
