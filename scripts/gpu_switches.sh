@@ -18,8 +18,8 @@
 # checks runs the settings side by side, one process each; tests and sanitize run every process
 # at once (the card is shared: correctness only). Only bench times anything.
 # Each setting gets its own FLASHJIT_CACHE_DIR (kernel and tuning caches apart). Logs under $OUT,
-# named with the setting's '=' and ',' as '-' and '+' (the device tool returns no file whose name
-# has an '='); a table is printed last.
+# named with the setting's '=' and ',' as '-' and '_' (the device tool returns no file whose name
+# has an '=' or a '+'); a table is printed last.
 set -u
 source scripts/gpu_env.sh
 export FLASHJIT_AUTOTUNE=off PYTHONUNBUFFERED=1
@@ -27,7 +27,7 @@ read -r -a settings <<< "${SETTINGS:-base}"
 DIMS=${DIMS:-64}
 rows=()
 rm -f /tmp/switch-rows-*.txt  # an interrupted run's summary lines are not this run's
-tag() { local t=${1//=/-}; echo "${t//,/+}"; }  # a setting as part of a file name
+tag() { local t=${1//=/-}; echo "${t//,/_}"; }  # a setting as part of a file name
 # "$@" with setting $1 exported (in a subshell: sampled is a shell function, which env cannot run).
 with() {
   local s=$1; shift
