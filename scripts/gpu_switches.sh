@@ -10,8 +10,9 @@
 #   tests   flashjit_tests "[forward]" and "[masks]" under each setting but base, all at once
 #           (TEST_LIMIT seconds each, default 300);
 #   sanitize  compute-sanitizer racecheck and memcheck on `flashjit run` at each of DIMS, causal,
-#           seq 777 (an odd tile count), under each setting but base, all at once
-#           (SANITIZE_LIMIT seconds each, default 240);
+#           seq 777 (an odd tile count), 2 x 12 heads: 168 tiles of 128 rows, more than the SMs,
+#           so persistent CTAs walk a second tile through buffers the first reused; under each
+#           setting but base, all at once (SANITIZE_LIMIT seconds each, default 240);
 #   bench   bench.py's SUITES (default "standard masks") at DIMS, and SEQS where given (e.g.
 #           1024,4096), flashjit only, ROUNDS (default 2) rounds alternating the settings, the
 #           card's clock sampled per process.
@@ -102,7 +103,7 @@ for section in "$@"; do
           (t=$(tag "$s")-d$d-$tool
            extra=(); [ $tool = racecheck ] && extra=(--racecheck-report all)
            with "$s" timeout "${SANITIZE_LIMIT:-240}" "$CS" --tool $tool "${extra[@]}" --print-limit 20 "$D"/flashjit run --head-dim "$d" \
-             --mask causal --seq 777 --batch 2 --heads 4 --reps 1 > "$OUT/sanitize-$t.txt" 2>&1
+             --mask causal --seq 777 --batch 2 --heads 12 --reps 1 > "$OUT/sanitize-$t.txt" 2>&1
            rc=$?
            echo "$tool $s d=$d (exit $rc): $(grep -oE '(RACECHECK|ERROR) SUMMARY.*' "$OUT/sanitize-$t.txt" | tail -1)" \
              "| $(grep -E '^verify' "$OUT/sanitize-$t.txt" | cut -c1-60)" > "/tmp/switch-rows-$t.txt") &
