@@ -74,7 +74,7 @@ struct LaunchFacts {
   bool has_map = false;      // the module also holds entry + "_blockmap", the block-map pre-pass
   bool map_per_batch = false, map_per_head = false;
   bool persistent = false;   // walks its tiles from any grid: launched with at most one CTA per SM
-  bool tensor_maps = false;  // takes Q, K and V tensor maps last (templates/common/forward_abi.hpp)
+  int tensor_maps = 0;       // how many tensor maps it takes last (templates/common/forward_abi.hpp)
   bool has_combine = false;  // the module also holds entry + "_combine", split-KV's combine
 };
 

@@ -220,7 +220,7 @@ void Kernel::forward(const ForwardArgs& args) const {
   rt::StreamScratch scratch(*k.ctx, stream);  // after the guard: freed with the context current
   // Tensor maps (CompiledKernel::tensor_maps): encoded before anything is launched, since a stride
   // they cannot describe is the caller's error.
-  std::array<cu::CUtensorMap, 3> maps{};
+  std::array<cu::CUtensorMap, kMapMost> maps{};
   if (c.tensor_maps)
     maps = rt::encode_tensor_maps(c, args, k.spec->dsl.head_dim_qk, k.spec->dsl.head_dim_v,
                                   k.spec->spec.dtype == DType::f16);
@@ -269,7 +269,7 @@ void Kernel::forward(const ForwardArgs& args) const {
     throw Error(ErrorKind::usage, "forward: block_map given, but this kernel's mask has an exact closed form and no block map");
   }
   if (c.tensor_maps)  // last (templates/common/forward_abi.hpp); the driver copies them at the launch
-    for (cu::CUtensorMap& m : maps) launch.slots.push_back(&m);
+    for (int m = 0; m < c.tensor_maps; ++m) launch.slots.push_back(&maps[size_t(m)]);
   if (log::enabled(log::Level::info)) log::info("launch " + launch_text(shape, args, *k.ctx));
   const Grid grid = forward_grid(c, shape, args, *k.ctx);
   launch.fixed.grid_heads = static_cast<int32_t>(heads_y);  // K/V heads where GQA groups are packed

@@ -20,7 +20,8 @@ TensorMapShape tensor_map_shape(const char* name, const Tensor& t, int64_t dim, 
     if (extents[i] > 1 && (b == 0 || b >= (int64_t(1) << 40)))
       throw Error(ErrorKind::usage,
                   std::string("forward: ") + name + "." + what[i] + " is " + std::to_string(strides[i]) +
-                      " elements over " + std::to_string(extents[i]) + "; this kernel loads " + name +
+                      " elements over " + std::to_string(extents[i]) + "; this kernel " +
+                      (std::string(name) == "o" ? "stores " : "loads ") + name +
                       " with the TMA unit, whose tensor maps take strides of 16 bytes to 2^40 bytes (set "
                       "FLASHJIT_TMA=off for kernels that copy with cp.async)");
     s.strides[i] = static_cast<unsigned long long>(extents[i] > 1 ? b : 16);
@@ -51,11 +52,16 @@ cu::CUtensorMap encode(const char* name, const Tensor& t, int64_t dim, int64_t s
 
 }  // namespace
 
-std::array<cu::CUtensorMap, 3> encode_tensor_maps(const CompiledKernel& kernel, const ForwardArgs& a, int head_dim_qk,
-                                                  int head_dim_v, bool fp16) {
-  return {encode("q", a.q, head_dim_qk, a.seq_q, a.heads_q, a.batch, kernel.config.block_m, fp16),
-          encode("k", a.k, head_dim_qk, a.seq_kv, a.heads_kv, a.batch, kernel.config.block_n, fp16),
-          encode("v", a.v, head_dim_v, a.seq_kv, a.heads_kv, a.batch, kernel.config.block_n, fp16)};
+std::array<cu::CUtensorMap, kMapMost> encode_tensor_maps(const CompiledKernel& kernel, const ForwardArgs& a,
+                                                         int head_dim_qk, int head_dim_v, bool fp16) {
+  std::array<cu::CUtensorMap, kMapMost> maps{
+      encode("q", a.q, head_dim_qk, a.seq_q, a.heads_q, a.batch, kernel.config.block_m, fp16),
+      encode("k", a.k, head_dim_qk, a.seq_kv, a.heads_kv, a.batch, kernel.config.block_n, fp16),
+      encode("v", a.v, head_dim_v, a.seq_kv, a.heads_kv, a.batch, kernel.config.block_n, fp16), cu::CUtensorMap{}};
+  if (kernel.tensor_maps > kMapO)
+    maps[kMapO] = encode("o", a.o, head_dim_v, a.seq_q, a.heads_q, a.batch,
+                         kernel.config.block_m / kernel.config.num_warps, fp16);
+  return maps;
 }
 
 }  // namespace flashjit::rt

@@ -6,6 +6,7 @@
 
 #include "flashjit/flashjit.hpp"
 #include "runtime/cuda_types.hpp"
+#include "templates/common/forward_abi.hpp"
 
 namespace flashjit::rt {
 
@@ -22,10 +23,11 @@ struct TensorMapShape {
 TensorMapShape tensor_map_shape(const char* name, const Tensor& t, int64_t dim, int64_t seq, int64_t heads,
                                 int64_t batch);
 
-// Q's, K's and V's maps (kMapQ, kMapK, kMapV) for `kernel` at this launch, each box one 64-column
-// panel of a tile (block_m rows for Q, block_n for K and V), 128-byte swizzled like the shared
-// panels. Call with the launch's context current.
-std::array<cu::CUtensorMap, 3> encode_tensor_maps(const CompiledKernel& kernel, const ForwardArgs& args,
-                                                  int head_dim_qk, int head_dim_v, bool fp16);
+// The first kernel.tensor_maps of Q's, K's, V's and O's maps (kMapQ, kMapK, kMapV, kMapO) for
+// `kernel` at this launch, each box one 64-column panel of a tile (block_m rows for Q, block_n for
+// K and V, one compute warp's block_m / num_warps for O), 128-byte swizzled like the shared panels.
+// Call with the launch's context current.
+std::array<cu::CUtensorMap, kMapMost> encode_tensor_maps(const CompiledKernel& kernel, const ForwardArgs& args,
+                                                         int head_dim_qk, int head_dim_v, bool fp16);
 
 }  // namespace flashjit::rt

@@ -26,6 +26,12 @@ void tensor_load_4d(Emitter& e, llvm::Value* dst, llvm::Value* map, const std::a
       "r,l,r,r,r,r,r,~{memory}");
 }
 
+void tensor_store_4d(Emitter& e, llvm::Value* src, llvm::Value* map, const std::array<llvm::Value*, 4>& at) {
+  asm_void(e, {map, at[0], at[1], at[2], at[3], src},
+           "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [$0, {$1, $2, $3, $4}], [$5];",
+           "l,r,r,r,r,r,~{memory}");
+}
+
 void bulk_reduce_add_f32(Emitter& e, llvm::Value* global_ptr, llvm::Value* shared_addr, llvm::Value* bytes) {
   asm_void(e, {global_ptr, shared_addr, bytes},
            "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;", "l,r,r,~{memory}");

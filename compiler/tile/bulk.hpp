@@ -23,6 +23,12 @@ llvm::Value* tensor_map_address(Emitter& e, const std::string& param);
 void tensor_load_4d(Emitter& e, llvm::Value* dst, llvm::Value* map, const std::array<llvm::Value*, 4>& at,
                     llvm::Value* bar);
 
+// cp.async.bulk.tensor.4d, shared to global (PTX ISA, "cp.async.bulk.tensor"): the box of `map` at
+// coordinates `at` from shared memory at `src` (laid out as the map's swizzle reads it, 1024-byte
+// aligned for the 128-byte swizzle), as a bulk_group operation; elements outside the tensor are
+// not written. `src` must have been published to the async proxy (fence_proxy_async).
+void tensor_store_4d(Emitter& e, llvm::Value* src, llvm::Value* map, const std::array<llvm::Value*, 4>& at);
+
 // global[0, bytes) += shared[0, bytes) in fp32, asynchronously (bulk_group completion). Both
 // addresses 16-byte aligned, `bytes` a multiple of 16. The shared source must have been published
 // to the async proxy (fence_proxy_async) by the threads that wrote it.

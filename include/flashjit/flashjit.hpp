@@ -183,9 +183,10 @@ struct CompiledKernel {
   // Persistent CTAs: the kernel walks its (query tile, head, batch) tiles from any grid, and the
   // runtime launches one CTA per SM (FLASHJIT_PERSISTENT=auto) instead of one per tile.
   bool persistent = false;
-  // The kernel loads Q, K and V with the TMA unit: the runtime passes it three tensor maps, encoded
-  // per launch from the tensors' addresses, sizes and strides (FLASHJIT_TMA).
-  bool tensor_maps = false;
+  // How many tensor maps the kernel takes: 0, 3 when it loads Q, K and V with the TMA unit, 4 when
+  // it also stores O with it. The runtime encodes them per launch from the tensors' addresses,
+  // sizes and strides (FLASHJIT_TMA).
+  int tensor_maps = 0;
   std::string llvm_ir;      // optimised module (empty unless CompileOptions::keep_llvm_ir)
   std::string ptx;
   std::vector<StageRecord> stages;

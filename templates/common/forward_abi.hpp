@@ -68,8 +68,12 @@ inline constexpr uint32_t kTileFullBit = 0x80000000u;
 // 128-byte CUtensorMap, 64-byte aligned, passed by value as CUTLASS passes them). Each describes its
 // tensor as 4-d, innermost first (head dim, seq, heads, batch), strides from the launch, and its box
 // is one 64-column panel of a tile (128 bytes a row, 128-byte swizzle): kTensorMapPanel × block_m
-// rows for Q, × block_n for K and V. Rows past seq_q or seq_kv read as zeros.
-enum ForwardTensorMap : int { kMapQ = 0, kMapK, kMapV, kMapCount };
+// rows for Q, × block_n for K and V. Rows past seq_q or seq_kv read as zeros. Kernels that also
+// store O with it (ForwardPlan::tma_store) take a fourth, O's, its box one 64-column panel of a
+// compute warp's rows (block_m / num_warps); rows past seq_q are not written.
+enum ForwardTensorMap : int { kMapQ = 0, kMapK, kMapV, kMapCount };  // kMapCount: the loads' maps
+inline constexpr int kMapO = kMapCount;                              // under ForwardPlan::tma_store
+inline constexpr int kMapMost = kMapCount + 1;                       // the most a kernel takes
 inline constexpr int kTensorMapBytes = 128;
 inline constexpr int kTensorMapPanel = 64;
 

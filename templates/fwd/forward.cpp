@@ -34,7 +34,7 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
     : plan_(plan),
       spec_(plan.attention()),
       fn_(declare_kernel(module, *plan.spec, {plan.threads, plan.min_ctas_per_sm},
-                         plan.has_map() ? KernelTail::block_map : KernelTail::none, entry, plan.tma ? kMapCount : 0)),
+                         plan.has_map() ? KernelTail::block_map : KernelTail::none, entry, plan.tensor_maps())),
       e_(module, fn_),
       BM(plan.config.block_m),
       BN(plan.config.block_n),

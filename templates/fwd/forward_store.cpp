@@ -1,12 +1,15 @@
 // The forward's epilogue: O normalised by l and the LSE, or a split's fp32 partials.
 #include <cmath>
 
+#include "compiler/tile/bulk.hpp"
 #include "compiler/tile/copy.hpp"
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/inline_ptx.hpp"
 #include "compiler/tile/mma.hpp"
 #include "compiler/tile/reduce.hpp"
+#include "compiler/tile/wgmma.hpp"
 #include "templates/common/forward_abi.hpp"
+#include "templates/common/kernel_args.hpp"
 #include "templates/fwd/forward_kernel.hpp"
 
 namespace flashjit::fwd {
@@ -20,6 +23,7 @@ void ForwardKernel::store_output() {
                               VARLEN ? slice_offset(e_, strides_[3], e_.c32(0), q0_, head_)
                                      : slice_offset(e_, strides_[3], batch_, e_.c32(0), head_));
   const bool staged = plan_.staged_store;
+  if (staged && plan_.stage_in_q && !PERSISTENT) tile::sync_threads(e_);  // every warp's last read of Q done
   auto reciprocal = [&](Value* lsum) {  // 0 where no key reached the row: O = 0
     return B.CreateSelect(B.CreateFCmpOGT(lsum, e_.cf(0.f)), B.CreateFDiv(e_.cf(1.f), lsum), e_.cf(0.f));
   };
@@ -89,15 +93,17 @@ Value* ForwardKernel::staged_rows() {
 // g, columns 2·t4 and 2·t4 + 1), and lane l gives the address of row l % 8 of matrix l / 8.
 void ForwardKernel::stage_matrices(size_t mt, Value* inv_g, Value* inv_g8) {
   auto& B = e_.b;
-  const int row_bytes = 2 * spec_.head_dim_v;
+  // ForwardPlan::tma_store: rows of 128 bytes in 64-column panels of the warp's rows, as the TMA's
+  // 128-byte swizzle reads them; else whole rows of 2·d_v bytes.
+  const int pitch = plan_.tma_store ? 128 : 2 * spec_.head_dim_v, rows = 16 * int(o_.vars.size());
   Value* lane = epilogue_lane();
   Value* matrix = B.CreateLShr(lane, e_.c32(3));
   Value* in_matrix = B.CreateAnd(lane, e_.c32(7));
   Value* lane_row = B.CreateAdd(B.CreateShl(B.CreateAnd(matrix, e_.c32(1)), e_.c32(3)), in_matrix);
-  Value* base = B.CreateAdd(staged_rows(), B.CreateMul(lane_row, e_.c32(row_bytes)));
+  Value* base = B.CreateAdd(staged_rows(), B.CreateMul(lane_row, e_.c32(pitch)));
   // Chunk (ot + matrix / 2) ^ (row % 8) = ot ^ (matrix / 2 ^ row % 8), ot being even.
   Value* swizzle = B.CreateShl(B.CreateXor(B.CreateLShr(matrix, e_.c32(1)), in_matrix), e_.c32(4));
-  const int imm = 16 * int(mt) * row_bytes;  // + 128 bytes per 8 chunks, the XOR's reach
+  const int imm = 16 * int(mt) * pitch;  // + 128 bytes per 8 chunks (the XOR's reach), or a panel
   auto pair = [&](int ot, int r, Value* inv) {
     Value* x = B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][size_t(ot)][2 * r]), inv);
     Value* y = B.CreateFMul(B.CreateLoad(e_.f32(), o_.vars[mt][size_t(ot)][2 * r + 1]), inv);
@@ -107,8 +113,9 @@ void ForwardKernel::stage_matrices(size_t mt, Value* inv_g, Value* inv_g8) {
     Value* at = B.CreateAdd(base, B.CreateXor(e_.c32((ot & 7) << 4), swizzle));
     tile::inline_ptx(e_, B.getVoidTy(),
                      {at, pair(ot, 0, inv_g), pair(ot, 1, inv_g8), pair(ot + 1, 0, inv_g), pair(ot + 1, 1, inv_g8)},
-                     "stmatrix.sync.aligned.m8n8.x4.shared.b16 " + tile::asm_address(0, imm + ((ot & ~7) << 4)) + ", " +
-                         tile::asm_reg_list(1, 4) + ";",
+                     "stmatrix.sync.aligned.m8n8.x4.shared.b16 " +
+                         tile::asm_address(0, imm + (plan_.tma_store ? (ot >> 3) * rows * pitch : (ot & ~7) << 4)) +
+                         ", " + tile::asm_reg_list(1, 4) + ";",
                      "r,r,r,r,r,~{memory}");
   }
 }
@@ -117,6 +124,21 @@ void ForwardKernel::store_staged(Value* o_base) {
   auto& B = e_.b;
   const int row_bytes = 2 * spec_.head_dim_v, rows = 16 * int(o_.vars.size()), per_pass = 32 / OT;
   auto warp_sync = [&] { tile::inline_ptx(e_, B.getVoidTy(), {}, "bar.warp.sync -1;", "~{memory}"); };
+  if (plan_.tma_store) {
+    tile::fence_proxy_async(e_);  // each lane's stmatrix writes, for the TMA unit's reads
+    warp_sync();
+    Value* map = tile::tensor_map_address(e_, param_symbol(fn_, fn_->arg_size() - plan_.tensor_maps() + kMapO));
+    Value* region = staged_rows();
+    Value* row = B.CreateAdd(q_start_, tc_->warp_row0());
+    e_.when(B.CreateICmpEQ(epilogue_lane(), e_.c32(0)), "o.tma", [&] {
+      for (int p = 0; p * kTensorMapPanel < spec_.head_dim_v; ++p)
+        tile::tensor_store_4d(e_, B.CreateAdd(region, e_.c32(p * rows * 128)), map,
+                              {e_.c32(p * kTensorMapPanel), row, head_, batch_});
+      tile::bulk_commit(e_);
+      tile::bulk_wait(e_, true);  // the staging rows read out before the CTA exits (PTX ISA, cp.async.bulk.wait_group)
+    });
+    return;
+  }
   warp_sync();
   Value* region = staged_rows();
   Value* lane = epilogue_lane();

@@ -38,7 +38,7 @@ void ForwardKernel::load_q_and_first_kv_tiles_by_tma() {
 
 void ForwardKernel::address_tensor_maps() {
   for (int m = 0; m < kMapCount; ++m)
-    maps_[m] = tile::tensor_map_address(e_, param_symbol(fn_, fn_->arg_size() - kMapCount + m));
+    maps_[m] = tile::tensor_map_address(e_, param_symbol(fn_, fn_->arg_size() - plan_.tensor_maps() + m));
 }
 
 // Step j's K and V tiles into its stage, their bytes expected on the stage's full mbarrier. One

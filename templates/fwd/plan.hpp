@@ -8,6 +8,7 @@
 
 #include "compiler/analyzed_spec.hpp"
 #include "compiler/kernel_template.hpp"
+#include "templates/common/forward_abi.hpp"
 
 namespace flashjit {
 
@@ -95,15 +96,25 @@ struct ForwardPlan {
   // in a branch, no longer interleave with the softmax, and ptxas fits the walk (300 B of spills
   // without it at 232 registers). Alone, at every head dim, it measured flat (docs/perf-notes.md §37).
   float grow_at = 0.f;
-  // Persistent with two Q buffers (d_v 64 or 128), or with one at d_v = 256 (stage_in_q): O goes
-  // out through shared memory, each warp staging its own rows, then as 16-byte vectors, a row's
-  // lanes on consecutive chunks, instead of 4-byte pairs spread over eight rows (FlashAttention-3's
-  // epilogue, less its TMA store).
+  // Persistent with two Q buffers (d_v 64 or 128), or with one at d_v = 256 (stage_in_q), and the
+  // CTA-wide TMA walk at d_v = 64 (stage_in_q, tma_store): O goes out through shared memory, each
+  // warp staging its own rows, then as 16-byte vectors, a row's lanes on consecutive chunks, or by
+  // TMA store (tma_store), instead of 4-byte pairs spread over eight rows.
   bool staged_store = false;
   // With one Q buffer (d_v = 256), O is staged in it: once every compute warp is past its last
   // product of the tile, Q is no longer read; the warps stage and store O there, wait for each
   // other, then the next tile's Q is loaded.
+  // The CTA-wide TMA walk at d_v = 64 stages O in its Q buffer too, after a CTA barrier that has
+  // every warp past its last product (one tile per CTA: no reload follows).
   bool stage_in_q = false;
+  // With staged_store and tma (the CTA-wide walk at d_v = 64): each compute warp stages its rows of
+  // O in the 64-column panels the TMA's 128-byte swizzle reads, and its first lane stores them with
+  // one TMA store per panel (FlashAttention-3's epilogue); rows past seq_q
+  // are clipped by the tensor map. O's map is the kernel's fourth (forward_abi.hpp, kMapO).
+  bool tma_store = false;
+  // The tensor maps the kernel takes last (forward_abi.hpp): Q's, K's and V's under tma, then O's
+  // under tma_store.
+  int tensor_maps() const { return tma ? kMapCount + (tma_store ? 1 : 0) : 0; }
   // Producer plans under Target::tma: the producer's first thread loads each K and V stage (and,
   // with two Q buffers, each Q tile) with the TMA unit, one cp.async.bulk.tensor per 64-column
   // panel, straight into the panels' 128-byte swizzle (the tensor map's SWIZZLE_128B is the XOR

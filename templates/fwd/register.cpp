@@ -10,7 +10,7 @@ namespace flashjit {
 namespace {
 
 // Bump a version whenever that template's generated code changes: its cached kernels then miss.
-constexpr const char* kForwardVersion = "fwd-31";
+constexpr const char* kForwardVersion = "fwd-32";
 constexpr const char* kBlockMapVersion = "map-6";
 constexpr const char* kCombineVersion = "combine-6";
 
@@ -41,7 +41,7 @@ class ForwardKernelPlan final : public KernelPlan {
             .map_per_batch = map.needed && map.per_batch,
             .map_per_head = map.needed && map.per_head,
             .persistent = p_.persistent,
-            .tensor_maps = p_.tma,
+            .tensor_maps = p_.tensor_maps(),
             .has_combine = p_.target.split_kv};
   }
   void emit(llvm::Module& module, const std::string& entry) const override {

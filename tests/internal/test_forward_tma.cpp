@@ -104,19 +104,40 @@ TEST_CASE("forward tma: producer plans load by tensor map unless FLASHJIT_TMA is
 TEST_CASE("forward tma: the CTA-wide walk's first thread loads, every warp waits on mbarriers", "[codegen]") {
   const CompiledKernel k = compile(64, "causal", {64, 128, 4, 2}, true);
   INFO(k.description);
-  CHECK(k.tensor_maps);
+  // Q's, K's and V's maps, then O's (d_v = 64: O goes out by TMA store).
+  CHECK(k.tensor_maps == kMapCount + 1);
+  CHECK_THAT(k.description, Catch::Contains("+staged-store(q) +tma-store"));
   // Q (one panel), two stages of K and V before the walk and one refill in it, one instruction
   // per 64-column panel; each load's bytes expected on its mbarrier by the issuing thread: Q's
   // 64 × 64 × 2, then each stage's K and V, 2 × 128 × 64 × 2.
-  CHECK(count(k.ptx, "cp.async.bulk.tensor.4d") == 7);
+  CHECK(count(k.ptx, "cp.async.bulk.tensor.4d.shared::cluster.global") == 7);
   CHECK(expected_bytes(k.ptx) == std::vector<long>{8192, 32768, 32768, 32768});
   // Two mbarriers per stage and Q's.
   CHECK(count(k.ptx, "mbarrier.init.shared") == 5);
-  // No cp.async, and one CTA barrier, after the mbarriers' initialisation: none per key tile.
+  // No cp.async, and two CTA barriers: after the mbarriers' initialisation, and once every warp is
+  // past its last product (the Q buffer then holds O); none per key tile.
   CHECK_THAT(k.ptx, !Catch::Contains("cp.async.cg"));
-  CHECK(count(k.ptx, "bar.sync") == 1);
-  CHECK(count(k.ptx, "fence.proxy.async") == 1);
+  CHECK(count(k.ptx, "bar.sync") == 2);
   CHECK(count(k.ptx, "mbarrier.try_wait.parity") == 3);  // Q, the stage, the refill's empty stage
+  // The epilogue: each warp's rows by stmatrix into the Q buffer, published to the async proxy
+  // (the second fence), then one TMA store of the warp's one 64-column panel, committed and read
+  // out before the CTA exits.
+  CHECK(count(k.ptx, "stmatrix.sync.aligned") > 0);
+  CHECK(count(k.ptx, "fence.proxy.async") == 2);
+  CHECK(count(k.ptx, "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group") == 1);
+  CHECK(count(k.ptx, "cp.async.bulk.commit_group") == 1);
+  CHECK(count(k.ptx, "cp.async.bulk.wait_group.read 0") == 1);
+  const std::regex map_param(".param .align 64 .b8 " + k.entry + "_param_([0-9]+)\\[128\\]");
+  CHECK(std::distance(std::sregex_iterator(k.ptx.begin(), k.ptx.end(), map_param), std::sregex_iterator()) ==
+        kMapCount + 1);
+
+  // d_v = 128 on the CTA-wide walk keeps its 4-byte stores and three maps (the TMA store was
+  // measured at d = 64 only).
+  const CompiledKernel wide = compile(128, "causal", {64, 128, 4, 2}, true);
+  INFO(wide.description);
+  CHECK_THAT(wide.description, !Catch::Contains("+producer") && !Catch::Contains("staged-store"));
+  CHECK(wide.tensor_maps == kMapCount);
+  CHECK_THAT(wide.ptx, !Catch::Contains("cp.async.bulk.tensor.4d.global.shared::cta"));
 
   // FLASHJIT_TMA=off: every thread copies with cp.async, two CTA barriers per key tile.
   const CompiledKernel off = compile(64, "causal", {64, 128, 4, 2}, false);
@@ -129,7 +150,7 @@ TEST_CASE("forward tma: the CTA-wide walk's first thread loads, every warp waits
 TEST_CASE("forward tma: the kernel takes three 128-byte tensor maps and loads every panel with them", "[codegen]") {
   const CompiledKernel k = compile(128, "causal", {128, 128, 8, 2}, true);
   INFO(k.description);
-  CHECK(k.tensor_maps);
+  CHECK(k.tensor_maps == kMapCount);
   // The last three parameters, by value, 64-byte aligned (the CUtensorMap layout).
   const std::regex map_param(".param .align 64 .b8 " + k.entry + "_param_([0-9]+)\\[128\\]");
   std::vector<int> at;
@@ -208,7 +229,11 @@ TEST_CASE("forward tma: tensor maps describe the caller's strides, and refuse wh
   Tensor broadcast = t;
   broadcast.stride[2] = 0;
   CHECK_THROWS_WITH(rt::tensor_map_shape("v", broadcast, 128, 1000, 8, 2),
-                    Catch::Contains("v.stride[2] (heads) is 0 elements over 8") && Catch::Contains("FLASHJIT_TMA=off"));
+                    Catch::Contains("v.stride[2] (heads) is 0 elements over 8") && Catch::Contains("loads v") &&
+                        Catch::Contains("FLASHJIT_TMA=off"));
+  // O's map (the TMA store's): the same rule, said of a store.
+  CHECK_THROWS_WITH(rt::tensor_map_shape("o", broadcast, 64, 1000, 8, 2),
+                    Catch::Contains("o.stride[2] (heads) is 0 elements over 8") && Catch::Contains("stores o"));
   try {
     rt::tensor_map_shape("v", broadcast, 128, 1000, 8, 2);
   } catch (const Error& e) {
