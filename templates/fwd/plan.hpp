@@ -109,8 +109,8 @@ struct ForwardPlan {
   bool stage_in_q = false;
   // With staged_store and tma (the CTA-wide walk at d_v = 64): each compute warp stages its rows of
   // O in the 64-column panels the TMA's 128-byte swizzle reads, and its first lane stores them with
-  // one TMA store per panel (FlashAttention-3's epilogue); rows past seq_q
-  // are clipped by the tensor map. O's map is the kernel's fourth (forward_abi.hpp, kMapO).
+  // one TMA store per panel (FlashAttention-3's epilogue); rows past seq_q are clipped by the
+  // tensor map. O's map is the kernel's fourth (forward_abi.hpp, kMapO).
   bool tma_store = false;
   // The tensor maps the kernel takes last (forward_abi.hpp): Q's, K's and V's under tma, then O's
   // under tma_store.
