@@ -268,6 +268,7 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   // reuse those registers (docs/perf-notes.md §8).
   p.q_in_registers = !p.wgmma && p.m_tiles * s.head_dim_qk <= 128;
   p.smem = layout_smem(c, p.d_qk_pad, p.d_v_pad);
+  const int o_bytes = c.block_m * s.head_dim_v * 2;  // one tile of O, where it is staged in shared memory
   p.compute_threads = p.threads;
   // wgmma's 128-byte swizzle works on absolute address bits, so its tiles need 1024-byte
   // alignment, which the dynamic shared-memory base does not promise: the kernel rounds its base
@@ -299,7 +300,6 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     }
     // The staging buffer for O, where it still fits (d_v = 64 or 128: 16 or 32 KB beside the second
     // Q buffer); a row of 8 or 16 chunks of 16 bytes divides a warp's 32 lanes.
-    const int o_bytes = p.config.block_m * p.attention().head_dim_v * 2;
     if (p.q_buffers == 2 && (p.attention().head_dim_v == 64 || p.attention().head_dim_v == 128) &&
         p.shared_bytes + o_bytes + bytes <= max_shared_bytes(target.arch)) {
       p.staged_store = true;
@@ -319,7 +319,6 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     // d_v = 64: O staged in the Q buffer, dead after the walk, and stored by TMA (docs/perf-notes.md
     // §47: +2.6% at 1k on the H200, +3.8% on the H100; 4k and 16k within noise). Not measured at
     // d_v = 128, where the producer kernel serves the standard shapes.
-    const int o_bytes = c.block_m * p.attention().head_dim_v * 2;
     if (p.attention().head_dim_v == 64 && o_bytes <= p.smem.q_bytes) {
       p.staged_store = p.stage_in_q = p.tma_store = true;
       p.smem.o_stage = p.smem.q;

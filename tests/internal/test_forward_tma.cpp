@@ -32,6 +32,16 @@ bool loads_param(const CompiledKernel& k, int i) {
   return k.ptx.find("[" + k.entry + "_param_" + std::to_string(i) + "]") != std::string::npos;
 }
 
+// The indices of the entry's tensor-map parameters: 128 bytes by value, 64-byte aligned (the
+// CUtensorMap layout).
+std::vector<int> map_params(const CompiledKernel& k) {
+  const std::regex map_param(".param .align 64 .b8 " + k.entry + "_param_([0-9]+)\\[128\\]");
+  std::vector<int> at;
+  for (auto it = std::sregex_iterator(k.ptx.begin(), k.ptx.end(), map_param); it != std::sregex_iterator(); ++it)
+    at.push_back(std::stoi((*it)[1]));
+  return at;
+}
+
 // The byte counts the issuing thread expects on its mbarriers (mbarrier.arrive.expect_tx), in order.
 std::vector<long> expected_bytes(const std::string& ptx) {
   std::vector<long> out;
@@ -127,9 +137,7 @@ TEST_CASE("forward tma: the CTA-wide walk's first thread loads, every warp waits
   CHECK(count(k.ptx, "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group") == 1);
   CHECK(count(k.ptx, "cp.async.bulk.commit_group") == 1);
   CHECK(count(k.ptx, "cp.async.bulk.wait_group.read 0") == 1);
-  const std::regex map_param(".param .align 64 .b8 " + k.entry + "_param_([0-9]+)\\[128\\]");
-  CHECK(std::distance(std::sregex_iterator(k.ptx.begin(), k.ptx.end(), map_param), std::sregex_iterator()) ==
-        kMapCount + 1);
+  CHECK(map_params(k).size() == kMapCount + 1);
 
   // d_v = 128 on the CTA-wide walk keeps its 4-byte stores and three maps (the TMA store was
   // measured at d = 64 only).
@@ -151,11 +159,8 @@ TEST_CASE("forward tma: the kernel takes three 128-byte tensor maps and loads ev
   const CompiledKernel k = compile(128, "causal", {128, 128, 8, 2}, true);
   INFO(k.description);
   CHECK(k.tensor_maps == kMapCount);
-  // The last three parameters, by value, 64-byte aligned (the CUtensorMap layout).
-  const std::regex map_param(".param .align 64 .b8 " + k.entry + "_param_([0-9]+)\\[128\\]");
-  std::vector<int> at;
-  for (auto it = std::sregex_iterator(k.ptx.begin(), k.ptx.end(), map_param); it != std::sregex_iterator(); ++it)
-    at.push_back(std::stoi((*it)[1]));
+  // The last three parameters.
+  const std::vector<int> at = map_params(k);
   REQUIRE(at.size() == kMapCount);
   CHECK(at[1] == at[0] + 1);
   CHECK(at[2] == at[0] + 2);
