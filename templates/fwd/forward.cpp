@@ -47,7 +47,7 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
       PAGED(plan.target.paged),
       PRODUCER(plan.producer),
       PERSISTENT(plan.persistent),
-      Q_AHEAD(plan.persistent && plan.q_buffers > 1),
+      Q_AHEAD(plan.persistent && (plan.q_buffers > 1 || plan.stage_in_v)),
       ROTATED(plan.rotated),
       KV_BARS(plan.kv_bars),
       TMA(plan.tma) {
@@ -305,7 +305,11 @@ void ForwardKernel::for_each_key_tile(const std::function<void(KeyTile&)>& body)
       KeyTile t = key_tile(j, step.now);
       if (KV_BARS) t.stage = stage, t.parity = parity;
       body(t);
-      release(KV_BARS ? v_empty_bar(stage) : empty_bar(stage));
+      if (plan_.stage_in_v)  // the last step's V stage holds O until it is read out
+        e_.when(B.CreateICmpSLT(B.CreateAdd(j, e_.c32(1)), walk_->count()), "v.free",
+                [&] { release(v_empty_bar(stage)); });
+      else
+        release(KV_BARS ? v_empty_bar(stage) : empty_bar(stage));
     });
     return;
   }
@@ -413,6 +417,9 @@ void ForwardKernel::wait_v(Value* stage, Value* parity) {
 RegTile ForwardKernel::scores(const KeyTile& t) {
   RegTile s = tc_->mma_abt(e_, t.k);
   if (t.stage) release(empty_bar(t.stage));
+  if (plan_.stage_in_v)  // Q's last product is done: the producer may load the next tile's Q
+    e_.when(e_.b.CreateICmpEQ(e_.b.CreateAdd(t.j, e_.c32(1)), walk_->count()), "q.free",
+            [&] { release(walk_bar(kQEmpty, 0)); });
   return s;
 }
 

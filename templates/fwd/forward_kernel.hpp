@@ -154,7 +154,7 @@ class ForwardKernel {
   const bool PAGED;             // paged K/V (Target::paged): rows through the block table
   const bool PRODUCER;          // ForwardPlan::producer: K/V loads by a producer warpgroup
   const bool PERSISTENT;        // ForwardPlan::persistent: the CTA walks tiles
-  const bool Q_AHEAD;           // persistent, two Q buffers: the producer loads each tile's Q
+  const bool Q_AHEAD;           // persistent, two Q buffers or stage_in_v: the producer loads each tile's Q
   const bool ROTATED;           // ForwardPlan::rotated: P·V of step j − 1 issued with S of step j
   const bool KV_BARS;           // ForwardPlan::kv_bars: K and V stages each have their own mbarriers
   const bool TMA;               // ForwardPlan::tma: the producer's first thread loads by tensor map
@@ -175,6 +175,9 @@ class ForwardKernel {
   Value *tid_, *warp_, *lane_, *g_, *t4_, *q_tile_, *split_, *head_, *batch_, *head_kv_;
   Value *q_base_, *k_base_, *v_base_, *smem_, *q_start_, *q_last_;
   SmemTile q_smem_{nullptr, 0};
+  // stage_in_v: where this tile's O is staged, and the mbarrier that frees it once read out.
+  Value* o_stage_ = nullptr;
+  Value* o_free_ = nullptr;
   ExprInputs ex_;
   KvBounds bounds_{};
   std::unique_ptr<TileWalk> walk_;

@@ -56,8 +56,11 @@ namespace {
 struct Ring {
   Value *buffer, *full_parity, *empty_parity, *refill;
 };
-Ring ring_at(tile::Emitter& e, Value* u) {
+Ring ring_at(tile::Emitter& e, Value* u, int buffers = 2) {
   auto& B = e.b;
+  if (buffers == 1)
+    return {e.c32(0), B.CreateAnd(u, e.c32(1)), B.CreateAnd(B.CreateAdd(u, e.c32(1)), e.c32(1)),
+            B.CreateICmpUGE(u, e.c32(1))};
   Value* phase = B.CreateLShr(u, e.c32(1));
   return {B.CreateAnd(u, e.c32(1)), B.CreateAnd(phase, e.c32(1)), B.CreateAnd(B.CreateAdd(phase, e.c32(1)), e.c32(1)),
           B.CreateICmpUGE(u, e.c32(2))};
@@ -131,9 +134,10 @@ void ForwardKernel::tile_loop(llvm::AllocaInst* t, const std::function<Value*()>
 // dry (§23 of docs/perf-notes.md). With two Q buffers (ForwardPlan::q_buffers) the producer loads
 // each tile's Q, once the tile two back is done with its buffer, and then its K/V stages; the
 // compute warps free the buffer when their last product of the tile has been waited for, take the
-// next index and store this tile's O. With one, the compute warps load the next tile's Q
-// themselves once all of them are past their last product, before they store O; the producer still
-// runs on into the next tile's K/V.
+// next index and store this tile's O. With one under ForwardPlan::stage_in_v the producer loads
+// it the same way, once the tile's last S frees it. Otherwise, with one, the compute warps load the
+// next tile's Q themselves once all of them are past their last product, before they store O; the
+// producer still runs on into the next tile's K/V.
 void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   auto& B = e_.b;
   Value* first = B.CreateAdd(tile::block_id(e_, 0),
@@ -201,7 +205,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   tile_loop(tile, total, "tiles.produce", [&](Value* t) {
     walk(t);
     if (Q_AHEAD) {
-      const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round));
+      const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round), plan_.stage_in_v ? 1 : 2);
       e_.when(q.refill, "q.refill", [&] { tile::mbarrier_wait(e_, walk_bar(kQEmpty, q.buffer), q.empty_parity); });
       Value* full = walk_bar(kQFull, q.buffer);
       if (TMA) {
@@ -235,7 +239,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   if (!Q_AHEAD) e_.when(B.CreateICmpSLT(first, total()), "first_q", [&] { load_q_of(first); });
   tile_loop(tile, total, "tiles", [&](Value* t) {
     walk(t);
-    const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round));
+    const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round), plan_.stage_in_v ? 1 : 2);
     if (Q_AHEAD) {
       tc_->prepare(e_, q_buffer(q.buffer));
       tile::mbarrier_wait(e_, walk_bar(kQFull, q.buffer), q.full_parity);
@@ -250,7 +254,16 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
       rotated_walk();
     else
       for_each_key_tile(body);  // each product waited for before it returns
-    if (Q_AHEAD)
+    if (plan_.stage_in_v) {
+      // O goes through the last step's V stage once every warp's last P·V is done; an empty walk
+      // has no stage and stages O in Q, freeing Q after the epilogue instead.
+      Value* count = walk_->count();
+      Value* any = B.CreateICmpSGT(count, e_.c32(0));
+      tile::sync_named(e_, kComputeBarrier, computing);
+      Value* last = stage_of(B.CreateSub(count, e_.c32(1)));
+      o_stage_ = B.CreateSelect(any, stage_tile(plan_.smem.v, plan_.smem.v_stage, last).base, q_smem_.base);
+      o_free_ = B.CreateSelect(any, v_empty_bar(last), walk_bar(kQEmpty, 0));
+    } else if (Q_AHEAD)
       e_.when(B.CreateICmpEQ(lane_, e_.c32(0)), "q.release",
               [&] { tile::mbarrier_arrive(e_, walk_bar(kQEmpty, q.buffer)); });
     else

@@ -85,6 +85,7 @@ Value* ForwardKernel::o_row(Value* o_base, Value* row) {
 Value* ForwardKernel::staged_rows() {
   auto& B = e_.b;
   const int row_bytes = 2 * spec_.head_dim_v, rows = 16 * int(o_.vars.size());
+  if (o_stage_) return B.CreateAdd(o_stage_, B.CreateMul(warp_, e_.c32(rows * row_bytes)));
   return B.CreateAdd(smem_, B.CreateAdd(e_.c32(plan_.smem.o_stage), B.CreateMul(warp_, e_.c32(rows * row_bytes))));
 }
 
@@ -160,7 +161,11 @@ void ForwardKernel::store_staged(Value* o_base) {
       B.CreateAlignedStore(vec, B.CreateGEP(B.getInt16Ty(), row_ptr, B.CreateShl(chunk, 3)), llvm::Align(16));
     });
   }
+  // The staging writes (generic proxy) ordered before the TMA's refill (async proxy) of the buffer
+  // (PTX ISA §9.7.12.4, proxy fences).
+  if (o_free_) tile::fence_proxy_async(e_);
   warp_sync();
+  if (o_free_) release(o_free_);
 }
 
 // This split's O (normalised, fp32 pairs) and LSE of one row, at its slice of the partial buffers

@@ -308,7 +308,13 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     // With one Q buffer and d_v = 256 (bm128_bn128_w8_s1) there is no room for a staging buffer, but
     // Q is dead once the tile's last product is waited for: O is staged there, and the next tile's
     // Q loads after every warp has read its rows out (docs/perf-notes.md §46: +7-8% at 1k).
-    if (p.q_buffers == 1 && p.attention().head_dim_v == 256 && o_bytes <= p.smem.q_bytes) {
+    // With one stage and TMA loads (bm128_bn128_w8_s1), O goes through the V stage instead, which
+    // frees Q for the next tile's load after the tile's last S (docs/perf-notes.md §48: +4-6% at 1k).
+    if (p.q_buffers == 1 && p.attention().head_dim_v == 256 && p.tma && p.kv_bars && c.num_stages == 1 &&
+        o_bytes <= p.smem.v_stage) {
+      p.staged_store = p.stage_in_v = true;
+      p.smem.o_stage = p.smem.v;
+    } else if (p.q_buffers == 1 && p.attention().head_dim_v == 256 && o_bytes <= p.smem.q_bytes) {
       p.staged_store = p.stage_in_q = true;
       p.smem.o_stage = p.smem.q;
     }
@@ -368,9 +374,9 @@ std::string ForwardPlan::describe() const {
   if (spec->score) o << " score=" << s.score;
   if (has_map()) o << " +blockmap";
   if (producer) o << " +producer";
-  if (persistent) o << " +persistent" << (q_buffers > 1 ? "(q-ahead)" : "");
+  if (persistent) o << " +persistent" << (q_buffers > 1 || stage_in_v ? "(q-ahead)" : "");
   if (rotated) o << " +rotated";
-  if (staged_store) o << " +staged-store" << (stage_in_q ? "(q)" : "");
+  if (staged_store) o << " +staged-store" << (stage_in_q ? "(q)" : stage_in_v ? "(v)" : "");
   if (tma_store) o << " +tma-store";
   if (grow_at > 0) o << " +lazy-rescale";
   if (tma) o << " +tma";

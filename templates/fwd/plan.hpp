@@ -73,8 +73,8 @@ struct ForwardPlan {
   // Persistent: Q buffers. With two (tile u of a CTA's walk in buffer u % 2), the producer loads
   // each tile's Q and issues its first K/V copies while the compute warps finish the tile before,
   // so no load latency is left at the tile boundary. One where shared memory has no room for a
-  // second (d = 256): the compute warps then load the next tile's Q after their last product of
-  // this one.
+  // second (d = 256): the producer loads the next tile's Q once the tile's last S frees it
+  // (stage_in_v), or the compute warps load it after their last product of this one (stage_in_q).
   int q_buffers = 1;
   // Persistent, head dims ≤ 128: the rotated walk. Step j issues O += P_{j−1} V_{j−1} and
   // S_j = Q K_jᵀ back to back and waits once for both, instead of waiting for each product
@@ -96,17 +96,24 @@ struct ForwardPlan {
   // in a branch, no longer interleave with the softmax, and ptxas fits the walk (300 B of spills
   // without it at 232 registers). Alone, at every head dim, it measured flat (docs/perf-notes.md §37).
   float grow_at = 0.f;
-  // Persistent with two Q buffers (d_v 64 or 128), or with one at d_v = 256 (stage_in_q), and the
-  // CTA-wide TMA walk at d_v = 64 (stage_in_q, tma_store): O goes out through shared memory, each
-  // warp staging its own rows, then as 16-byte vectors, a row's lanes on consecutive chunks, or by
-  // TMA store (tma_store), instead of 4-byte pairs spread over eight rows.
+  // Persistent with two Q buffers (d_v 64 or 128), or with one at d_v = 256 (stage_in_v or
+  // stage_in_q), and the CTA-wide TMA walk at d_v = 64 (stage_in_q, tma_store): O goes out through
+  // shared memory, each warp staging its own rows, then as 16-byte vectors, a row's lanes on
+  // consecutive chunks, or by TMA store (tma_store), instead of 4-byte pairs spread over eight rows.
   bool staged_store = false;
-  // With one Q buffer (d_v = 256), O is staged in it: once every compute warp is past its last
-  // product of the tile, Q is no longer read; the warps stage and store O there, wait for each
-  // other, then the next tile's Q is loaded.
+  // With one Q buffer (d_v = 256) where stage_in_v does not apply (two stages, or no TMA), O is
+  // staged in it: once every compute warp is past its last product of the tile, Q is no longer
+  // read; the warps stage and store O there, wait for each other, then load the next tile's Q.
   // The CTA-wide TMA walk at d_v = 64 stages O in its Q buffer too, after a CTA barrier that has
   // every warp past its last product (one tile per CTA: no reload follows).
   bool stage_in_q = false;
+  // d_v = 256 on one stage with TMA loads: O is staged in the V stage of the tile's last step, once
+  // every compute warp's last P·V is done, and each warp frees that stage when it has read its rows
+  // out. Q is then dead after the tile's last S: each warp frees the one Q buffer there, and the
+  // producer loads the next tile's Q under this tile's last softmax, P·V and epilogue, where with
+  // O staged in Q the compute warps loaded it after the epilogue and waited for it (5% of the stall
+  // samples at 1k causal, docs/perf-notes.md §48). A tile with no key tile stages O in Q instead.
+  bool stage_in_v = false;
   // With staged_store and tma (the CTA-wide walk at d_v = 64): each compute warp stages its rows of
   // O in the 64-column panels the TMA's 128-byte swizzle reads, and its first lane stores them with
   // one TMA store per panel (FlashAttention-3's epilogue); rows past seq_q are clipped by the

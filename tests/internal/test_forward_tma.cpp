@@ -75,6 +75,23 @@ TEST_CASE("forward tma: producer plans load by tensor map unless FLASHJIT_TMA is
   CHECK_THAT(p.describe(), Catch::Contains("+staged-store +tma"));
   CHECK(plan(256, on, {128, 64, 8, 2}).tma);
   CHECK(plan(64, on, {128, 128, 8, 4}).tma);
+  // d = 256 on 128-key tiles in one stage: O goes through the V stage, which holds it exactly, and
+  // the producer loads Q into the one Q buffer; with cp.async loads, or two stages, O stays in Q.
+  const ForwardPlan wide = plan(256, on, {128, 128, 8, 1});
+  REQUIRE(wide.producer);
+  CHECK(wide.q_buffers == 1);
+  CHECK(wide.kv_bars);
+  CHECK(wide.stage_in_v);
+  CHECK_FALSE(wide.stage_in_q);
+  CHECK(wide.smem.o_stage == wide.smem.v);
+  CHECK(wide.smem.v_stage == 128 * 256 * 2);
+  CHECK_THAT(wide.describe(), Catch::Contains("+persistent(q-ahead)") && Catch::Contains("+staged-store(v)"));
+  const ForwardPlan wide_off = plan(256, off, {128, 128, 8, 1});
+  CHECK_FALSE(wide_off.stage_in_v);
+  CHECK(wide_off.stage_in_q);
+  CHECK_THAT(wide_off.describe(), !Catch::Contains("q-ahead"));
+  CHECK_FALSE(plan(256, on, {128, 64, 8, 2}).stage_in_v);
+  CHECK(plan(256, on, {128, 64, 8, 2}).stage_in_q);
   // The same shared memory either way: TMA writes the panels cp.async wrote.
   const ForwardPlan q = plan(128, off, {128, 128, 8, 2});
   CHECK(q.producer);
@@ -213,6 +230,26 @@ TEST_CASE("forward tma: the kernel takes three 128-byte tensor maps and loads ev
   CHECK(expected_bytes(wide.ptx) == std::vector<long>{2 * 64 * 256 * 2});  // K and V on one mbarrier
   CHECK_THAT(wide.ptx, Catch::Contains("cp.async.cg"));
   CHECK(count(wide.ptx, "fence.proxy.async") == 2);
+}
+
+TEST_CASE("forward tma: d = 256 on one stage loads Q by the producer and stages O in the V stage", "[codegen]") {
+  const CompiledKernel k = compile(256, "none", {128, 128, 8, 1}, true);
+  INFO(k.description);
+  CHECK(k.tensor_maps == kMapCount);
+  // Q, K and V by tensor map, four 64-column panels each, each tile's 64 KB expected on its own
+  // mbarrier; no thread copies with cp.async (the compute warps no longer load Q).
+  CHECK(count(k.ptx, "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 12);
+  CHECK(expected_bytes(k.ptx) == std::vector<long>{65536, 65536, 65536});
+  CHECK_THAT(k.ptx, !Catch::Contains("cp.async.cg"));
+  CHECK_THAT(k.ptx, !Catch::Contains("cp.async.mbarrier.arrive"));
+  // The epilogue: each warp's 16 rows of 256 columns by 16 stmatrix.x4 and 16 16-byte stores, and
+  // a proxy fence before the stage is freed for the TMA's refill (the other fence follows the
+  // mbarriers' initialisation).
+  CHECK(count(k.ptx, "stmatrix.sync.aligned.m8n8.x4.shared.b16") == 16);
+  CHECK(count(k.ptx, "st.global.v4") == 16);
+  CHECK(count(k.ptx, "fence.proxy.async") == 2);
+  // Mbarriers: the stage's K and V full/empty pairs, the tile slots' and the Q buffer's.
+  CHECK(count(k.ptx, "mbarrier.init") == 12);
 }
 
 TEST_CASE("forward tma: tensor maps describe the caller's strides, and refuse what TMA cannot", "[runtime]") {

@@ -395,16 +395,25 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
     return false;
   };
   CHECK(commits_back_to_back(c.ptx));
-  // d = 256 has one Q buffer, which the compute warps load: their own named barrier (256 threads)
-  // orders their copies before their products, their last products before O is staged in the
-  // buffer, and every warp's read of its staged rows before the next copies; the tile index still
-  // goes through the mbarriers (no Q ring's).
+  // d = 256 has one Q buffer, which the producer loads through the Q ring's mbarriers as at d = 128
+  // (ForwardPlan::stage_in_v): the compute warps' own named barrier (256 threads) only orders
+  // every warp's last P·V before O is staged in the V stage. One stage's K and V pairs, and the
+  // walk's eight.
   const CompiledKernel wide = compile_to_ptx(spec_of(256, "causal"));
   REQUIRE(wide.persistent);
-  CHECK(count(wide.ptx, "barrier.sync \t3, 256;") == 3);
+  CHECK(count(wide.ptx, "barrier.sync \t3, 256;") == 1);
   CHECK(count(wide.ptx, "bar.sync") == 1);
   CHECK(count(wide.ptx, "\tbar.arrive") + count(wide.ptx, "\tbarrier.arrive") == 0);
-  CHECK(count(wide.ptx, "mbarrier.init.shared.b64") == 2 * 2 + 4);
+  CHECK(count(wide.ptx, "mbarrier.init.shared.b64") == 1 * 4 + 8);
+  // With two stages (64-key tiles) the compute warps load Q: the named barrier orders their
+  // copies before their products, their last products before O is staged in the Q buffer, and
+  // every warp's read of its staged rows before the next copies (no Q ring's mbarriers).
+  CompileOptions two_stages;
+  two_stages.config = TileConfig{128, 64, 8, 2};
+  const CompiledKernel wide2 = compile_to_ptx(spec_of(256, "causal"), two_stages);
+  REQUIRE(wide2.persistent);
+  CHECK(count(wide2.ptx, "barrier.sync \t3, 256;") == 3);
+  CHECK(count(wide2.ptx, "mbarrier.init.shared.b64") == 2 * 2 + 4);
   CHECK_FALSE(commits_back_to_back(wide.ptx));
   CompileOptions one_warpgroup;
   one_warpgroup.config = TileConfig{64, 128, 4, 2};
@@ -491,8 +500,8 @@ TEST_CASE(
   const CompiledKernel k = compile_to_ptx(spec_of(256, "none"));
   CHECK(k.config.block_n == 128);
   CHECK(count(k.ptx, "vote.sync.any.pred") == 1);
-  CHECK(count(k.ptx, "mbarrier.init.shared.b64") == 1 * 4 + 4);
-  CHECK(count(k.ptx, "mbarrier.arrive.expect_tx") == 2);  // K's tile, then V's
+  CHECK(count(k.ptx, "mbarrier.init.shared.b64") == 1 * 4 + 8);  // the Q ring's too (stage_in_v)
+  CHECK(count(k.ptx, "mbarrier.arrive.expect_tx") == 3);         // Q's tile, K's, then V's
   CompileOptions narrow_tiles;
   narrow_tiles.config = TileConfig{128, 64, 8, 2};
   const std::string narrow_ptx = compile_to_ptx(spec_of(256, "causal"), narrow_tiles).ptx;
