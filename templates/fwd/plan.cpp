@@ -305,11 +305,11 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
       p.staged_store = true;
       p.smem.o_stage = append_shared(p, o_bytes);
     }
-    // With one Q buffer and d_v = 256 (bm128_bn128_w8_s1) there is no room for a staging buffer, but
-    // Q is dead once the tile's last product is waited for: O is staged there, and the next tile's
-    // Q loads after every warp has read its rows out (docs/perf-notes.md §46: +7-8% at 1k).
-    // With one stage and TMA loads (bm128_bn128_w8_s1), O goes through the V stage instead, which
-    // frees Q for the next tile's load after the tile's last S (docs/perf-notes.md §48: +4-6% at 1k).
+    // With one Q buffer and d_v = 256 there is no room for a staging buffer. On one stage with TMA
+    // loads (bm128_bn128_w8_s1, the heuristic's tile) O goes through the last step's V stage, which
+    // frees Q for the next tile's load after the tile's last S (docs/perf-notes.md §48: +3.6% / +5.9%
+    // at 1k none / causal). Otherwise Q is dead once the tile's last product is waited for: O is
+    // staged there, and the next tile's Q loads after every warp has read its rows out (§46).
     if (p.q_buffers == 1 && p.attention().head_dim_v == 256 && p.tma && p.kv_bars && c.num_stages == 1 &&
         o_bytes <= p.smem.v_stage) {
       p.staged_store = p.stage_in_v = true;

@@ -29,7 +29,8 @@ struct ForwardSmem {
   // From `barriers`: the persistent walk's mbarriers (after the stages') and its tile index.
   int walk_bars = 0, tile_slots = 0;
   int q_bytes = 0;  // one Q buffer
-  int o_stage = 0;  // ForwardPlan::staged_store: [block_m][d_v], each warp's rows its own (stage_in_q: q)
+  // ForwardPlan::staged_store: [block_m][d_v], each warp's rows its own (stage_in_q: q; stage_in_v: v).
+  int o_stage = 0;
   int total = 0;
 };
 

@@ -248,7 +248,7 @@ TEST_CASE("forward tma: d = 256 on one stage loads Q by the producer and stages 
   CHECK(count(k.ptx, "stmatrix.sync.aligned.m8n8.x4.shared.b16") == 16);
   CHECK(count(k.ptx, "st.global.v4") == 16);
   CHECK(count(k.ptx, "fence.proxy.async") == 2);
-  // Mbarriers: the stage's K and V full/empty pairs, the tile slots' and the Q buffer's.
+  // Mbarriers: the stage's K and V full/empty pairs, then the walk's eight (tile slots, Q ring).
   CHECK(count(k.ptx, "mbarrier.init") == 12);
 }
 
