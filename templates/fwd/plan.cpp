@@ -310,13 +310,14 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     // frees Q for the next tile's load after the tile's last S (docs/perf-notes.md §48: +3.6% / +5.9%
     // at 1k none / causal). Otherwise Q is dead once the tile's last product is waited for: O is
     // staged there, and the next tile's Q loads after every warp has read its rows out (§46).
-    if (p.q_buffers == 1 && p.attention().head_dim_v == 256 && p.tma && p.kv_bars && c.num_stages == 1 &&
-        o_bytes <= p.smem.v_stage) {
-      p.staged_store = p.stage_in_v = true;
-      p.smem.o_stage = p.smem.v;
-    } else if (p.q_buffers == 1 && p.attention().head_dim_v == 256 && o_bytes <= p.smem.q_bytes) {
-      p.staged_store = p.stage_in_q = true;
-      p.smem.o_stage = p.smem.q;
+    if (p.q_buffers == 1 && p.attention().head_dim_v == 256) {
+      if (p.tma && p.kv_bars && c.num_stages == 1 && o_bytes <= p.smem.v_stage) {
+        p.staged_store = p.stage_in_v = true;
+        p.smem.o_stage = p.smem.v;
+      } else if (o_bytes <= p.smem.q_bytes) {
+        p.staged_store = p.stage_in_q = true;
+        p.smem.o_stage = p.smem.q;
+      }
     }
     p.smem.barriers = append_shared(p, bytes);
   } else if (cta_loads_by_tma(p)) {
