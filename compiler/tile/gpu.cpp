@@ -36,6 +36,14 @@ void sync_named(Emitter& e, int id, int threads) {
   e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_barrier_sync_cnt), {e.c32(id), e.c32(threads)});
 }
 
+void sync_named(Emitter& e, llvm::Value* id, int threads) {
+  e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_barrier_sync_cnt), {id, e.c32(threads)});
+}
+
+void arrive_named(Emitter& e, llvm::Value* id, int threads) {
+  inline_ptx(e, e.b.getVoidTy(), {id}, "bar.arrive $0, " + std::to_string(threads) + ";", "r,~{memory}");
+}
+
 llvm::Value* shfl_idx(Emitter& e, llvm::Value* x, int lane) {
   return e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_shfl_sync_idx_i32),
                         {e.c32(-1), x, e.c32(lane), e.c32(0x1f)});

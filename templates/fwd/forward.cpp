@@ -414,8 +414,27 @@ void ForwardKernel::wait_v(Value* stage, Value* parity) {
   if (!TMA) tc_->publish_shared(e_);
 }
 
+// A turn's barrier counts 256 threads: the 128 of the warpgroup waiting for it and the 128 of the
+// other, which arrive when they have issued their product.
+void ForwardKernel::turn_wait() {
+  Value* wg = e_.b.CreateLShr(warp_, e_.c32(2));
+  tile::sync_named(e_, e_.b.CreateAdd(wg, e_.c32(kTurnBarrier)), 256);
+}
+void ForwardKernel::turn_pass() {
+  Value* wg = e_.b.CreateLShr(warp_, e_.c32(2));
+  tile::arrive_named(e_, e_.b.CreateSub(e_.c32(kTurnBarrier + 1), wg), 256);
+}
+
 RegTile ForwardKernel::scores(const KeyTile& t) {
-  RegTile s = tc_->mma_abt(e_, t.k);
+  RegTile s;
+  if (plan_.pingpong) {
+    turn_wait();
+    s = tc_->mma_abt_async(e_, t.k);
+    turn_pass();
+    tc_->wait(e_, s, 0);
+  } else {
+    s = tc_->mma_abt(e_, t.k);
+  }
   if (t.stage) release(empty_bar(t.stage));
   if (plan_.stage_in_v)  // Q's last product is done: the producer may load the next tile's Q
     e_.when(e_.b.CreateICmpEQ(e_.b.CreateAdd(t.j, e_.c32(1)), walk_->count()), "q.free",
@@ -426,7 +445,15 @@ RegTile ForwardKernel::scores(const KeyTile& t) {
 void ForwardKernel::accumulate_output(const RegTile& p, const KeyTile& t) {
   if (t.stage) wait_v(t.stage, t.parity);
   RegTile acc = o_.load(e_);
-  tc_->mma_pv(e_, acc, p, t.v);
+  if (plan_.pingpong) {
+    std::vector<Value*> p_regs = tc_->pack_p(e_, p);
+    turn_wait();
+    tc_->mma_pv_async(e_, acc, p_regs, t.v);
+    turn_pass();
+    tc_->wait(e_, acc, 0);
+  } else {
+    tc_->mma_pv(e_, acc, p, t.v);
+  }
   o_.store(e_, acc);
 }
 

@@ -103,6 +103,10 @@ class ForwardKernel {
   Value* parity_of(Value* j) { return e_.b.CreateAnd(e_.b.CreateUDiv(pipe_step(j), e_.c32(S)), e_.c32(1)); }
   // Lane 0 of the warp arrives on mbarrier `bar`: the warp is done with what it guards.
   void release(Value* bar);
+  // ForwardPlan::pingpong: wait for this warpgroup's turn to issue a product, and hand the turn to
+  // the other warpgroup once it is issued.
+  void turn_wait();
+  void turn_pass();
   // Waits for a stage's V tile (its own mbarrier, ForwardPlan::kv_bars); cp.async copies, which
   // write through the generic proxy, are then published to the async proxy wgmma reads.
   void wait_v(Value* stage, Value* parity);
@@ -160,6 +164,8 @@ class ForwardKernel {
   const bool TMA;               // ForwardPlan::tma: the producer's first thread loads by tensor map
   // One Q buffer: the compute warpgroups' named barrier orders their Q copies and products.
   static constexpr int kComputeBarrier = 3;
+  // ForwardPlan::pingpong: warpgroup g waits for its turn at kTurnBarrier + g.
+  static constexpr int kTurnBarrier = 4;
   Value* strides_[4][3];
   Value *seq_q_, *seq_kv_, *scale_log2_;
   Value* rows_;                  // packed rows: seq_q · G

@@ -237,6 +237,11 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
                 tid_);
   };
   if (!Q_AHEAD) e_.when(B.CreateICmpSLT(first, total()), "first_q", [&] { load_q_of(first); });
+  // The first turn is the first warpgroup's: the second hands it over once, before any product.
+  // The second's last hand-over is never waited for; the barrier's count ends with the CTA.
+  if (plan_.pingpong)
+    e_.when(B.CreateICmpUGE(warp_, e_.c32(4)), "turn.first",
+            [&] { tile::arrive_named(e_, e_.c32(kTurnBarrier), 256); });
   tile_loop(tile, total, "tiles", [&](Value* t) {
     walk(t);
     const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round), plan_.stage_in_v ? 1 : 2);

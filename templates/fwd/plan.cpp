@@ -308,12 +308,14 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     // With one Q buffer and d_v = 256 there is no room for a staging buffer. On one stage with TMA
     // loads (bm128_bn128_w8_s1, the heuristic's tile) O goes through the last step's V stage, which
     // frees Q for the next tile's load after the tile's last S (docs/perf-notes.md §48: +3.6% / +5.9%
-    // at 1k none / causal). Otherwise Q is dead once the tile's last product is waited for: O is
-    // staged there, and the next tile's Q loads after every warp has read its rows out (§46).
+    // at 1k none / causal); its warpgroups take turns (pingpong, §49). Otherwise Q is dead once the
+    // tile's last product is waited for: O is staged there, and the next tile's Q loads after every
+    // warp has read its rows out (§46).
     if (p.q_buffers == 1 && p.attention().head_dim_v == 256) {
       if (p.tma && p.kv_bars && c.num_stages == 1 && o_bytes <= p.smem.v_stage) {
         p.staged_store = p.stage_in_v = true;
         p.smem.o_stage = p.smem.v;
+        p.pingpong = true;
       } else if (o_bytes <= p.smem.q_bytes) {
         p.staged_store = p.stage_in_q = true;
         p.smem.o_stage = p.smem.q;
@@ -377,6 +379,7 @@ std::string ForwardPlan::describe() const {
   if (producer) o << " +producer";
   if (persistent) o << " +persistent" << (q_buffers > 1 || stage_in_v ? "(q-ahead)" : "");
   if (rotated) o << " +rotated";
+  if (pingpong) o << " +pingpong";
   if (staged_store) o << " +staged-store" << (stage_in_q ? "(q)" : stage_in_v ? "(v)" : "");
   if (tma_store) o << " +tma-store";
   if (grow_at > 0) o << " +lazy-rescale";

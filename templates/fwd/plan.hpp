@@ -115,6 +115,12 @@ struct ForwardPlan {
   // O staged in Q the compute warps loaded it after the epilogue and waited for it (5% of the stall
   // samples at 1k causal, docs/perf-notes.md §48). A tile with no key tile stages O in Q instead.
   bool stage_in_v = false;
+  // With stage_in_v: the two compute warpgroups take turns at issuing their products
+  // (FlashAttention-3's ping-pong, Shah et al. 2024 §3.1), so that one's softmax runs under the
+  // other's products instead of both taking their exponentials at once: +4.4–6.3% at d = 256, 1k
+  // and 4k (docs/perf-notes.md §49). The rotated walk (d ≤ 128) already overlaps its products, and
+  // turns there measured flat (§34, §49).
+  bool pingpong = false;
   // With staged_store and tma (the CTA-wide walk at d_v = 64): each compute warp stages its rows of
   // O in the 64-column panels the TMA's 128-byte swizzle reads, and its first lane stores them with
   // one TMA store per panel (FlashAttention-3's epilogue); rows past seq_q are clipped by the

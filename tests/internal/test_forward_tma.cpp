@@ -86,12 +86,17 @@ TEST_CASE("forward tma: producer plans load by tensor map unless FLASHJIT_TMA is
   CHECK(wide.smem.o_stage == wide.smem.v);
   CHECK(wide.smem.v_stage == 128 * 256 * 2);
   CHECK_THAT(wide.describe(), Catch::Contains("+persistent(q-ahead)") && Catch::Contains("+staged-store(v)"));
+  CHECK(wide.pingpong);
+  CHECK_THAT(wide.describe(), Catch::Contains("+pingpong"));
   const ForwardPlan wide_off = plan(256, off, {128, 128, 8, 1});
   CHECK_FALSE(wide_off.stage_in_v);
+  CHECK_FALSE(wide_off.pingpong);
   CHECK(wide_off.stage_in_q);
   CHECK_THAT(wide_off.describe(), !Catch::Contains("q-ahead"));
   CHECK_FALSE(plan(256, on, {128, 64, 8, 2}).stage_in_v);
   CHECK(plan(256, on, {128, 64, 8, 2}).stage_in_q);
+  CHECK_FALSE(plan(256, on, {128, 64, 8, 2}).pingpong);
+  CHECK_FALSE(p.pingpong);  // d = 128: the rotated walk
   // The same shared memory either way: TMA writes the panels cp.async wrote.
   const ForwardPlan q = plan(128, off, {128, 128, 8, 2});
   CHECK(q.producer);

@@ -398,12 +398,17 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   // d = 256 has one Q buffer, which the producer loads through the Q ring's mbarriers as at d = 128
   // (ForwardPlan::stage_in_v): the compute warps' own named barrier (256 threads) only orders
   // every warp's last P·V before O is staged in the V stage. One stage's K and V pairs, and the
-  // walk's eight.
+  // walk's eight. Its warpgroups take turns (ForwardPlan::pingpong): each waits for its turn
+  // before S and before P·V, and hands it over after issuing each; the second warpgroup hands the
+  // first turn over once, before the tile loop.
   const CompiledKernel wide = compile_to_ptx(spec_of(256, "causal"));
   REQUIRE(wide.persistent);
+  CHECK_THAT(wide.description, Catch::Contains("+pingpong"));
   CHECK(count(wide.ptx, "barrier.sync \t3, 256;") == 1);
   CHECK(count(wide.ptx, "bar.sync") == 1);
-  CHECK(count(wide.ptx, "\tbar.arrive") + count(wide.ptx, "\tbarrier.arrive") == 0);
+  CHECK(count(wide.ptx, "barrier.sync \t%r") == 2);  // barrier 4 + warpgroup
+  CHECK(count(wide.ptx, "\tbar.arrive %r") == 3);    // barrier 5 − warpgroup, and 4 at the start
+  CHECK(count(wide.ptx, "\tbarrier.arrive") == 0);
   CHECK(count(wide.ptx, "mbarrier.init.shared.b64") == 1 * 4 + 8);
   // With two stages (64-key tiles) the compute warps load Q: the named barrier orders their
   // copies before their products, their last products before O is staged in the Q buffer, and
@@ -413,6 +418,8 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   const CompiledKernel wide2 = compile_to_ptx(spec_of(256, "causal"), two_stages);
   REQUIRE(wide2.persistent);
   CHECK(count(wide2.ptx, "barrier.sync \t3, 256;") == 3);
+  CHECK_THAT(wide2.description, !Catch::Contains("+pingpong"));
+  CHECK(count(wide2.ptx, "bar.arrive") == 0);
   CHECK(count(wide2.ptx, "mbarrier.init.shared.b64") == 2 * 2 + 4);
   CHECK_FALSE(commits_back_to_back(wide.ptx));
   CompileOptions one_warpgroup;
