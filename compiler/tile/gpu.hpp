@@ -15,9 +15,9 @@ void sync_warpgroup(Emitter& e, llvm::Value* group);
 // (PTX ISA §9.7.13.1); ids 1 and 2 are sync_warpgroup's.
 void sync_named(Emitter& e, int id, int threads);
 void sync_named(Emitter& e, llvm::Value* id, int threads);
-// bar.arrive id, threads: counts the calling warp's threads at barrier `id` without waiting, the
-// producer's side of a hand-over whose consumer waits with sync_named (PTX ISA §9.7.13.1). LLVM 19
-// has no intrinsic for it.
+// bar.arrive id, threads: counts the calling warp's threads at barrier `id` without waiting: the
+// handing side of a hand-over whose receiving side waits with sync_named (PTX ISA §9.7.13.1).
+// LLVM 19 has no intrinsic for it.
 void arrive_named(Emitter& e, llvm::Value* id, int threads);
 // Programmatic dependent launch (PTX ISA, "griddepcontrol": sm_90, PTX 7.8).
 // launch_dependents: a grid launched after this one with programmatic stream serialization may
