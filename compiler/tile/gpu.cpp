@@ -32,9 +32,7 @@ void sync_warpgroup(Emitter& e, llvm::Value* group) {
                  {e.b.CreateAdd(group, e.c32(1)), e.c32(128)});
 }
 
-void sync_named(Emitter& e, int id, int threads) {
-  e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_barrier_sync_cnt), {e.c32(id), e.c32(threads)});
-}
+void sync_named(Emitter& e, int id, int threads) { sync_named(e, e.c32(id), threads); }
 
 void sync_named(Emitter& e, llvm::Value* id, int threads) {
   e.b.CreateCall(getDeclaration(&e.module, llvm::Intrinsic::nvvm_barrier_sync_cnt), {id, e.c32(threads)});
