@@ -188,7 +188,8 @@ class WarpgroupMma final : public TensorCore {
     wgmma_fence(e, acc);  // O was just rescaled and P packed by ordinary instructions
     p_regs.assign(acc.begin() + n_acc, acc.end());
     acc.resize(n_acc);
-    const int width = s_.whole_pv && 8 * OT == 256 ? 256 : 64;  // columns per instruction
+    const bool whole = s_.whole_pv && 8 * OT % 64 == 0 && 8 * OT <= 256;
+    const int width = whole ? 8 * OT : 64;  // columns per instruction
     for (int kc = 0; kc < NT / 2; ++kc) {
       WgmmaA a;
       for (int i = 0; i < 4; ++i) a.regs[i] = p_regs[4 * kc + i];

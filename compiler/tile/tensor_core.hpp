@@ -22,11 +22,11 @@ struct MmaShape {
   int out_tiles = 0;       // 8-column n-tiles of O (ceil(d_v / 8))
   int m_tiles = 1;         // 16-row m-tiles per warp: 1 or 2 (mma.sync only)
   bool a_in_registers = false;  // mma.sync: load A's fragments once, before the loop
-  // wgmma, O 256 columns wide: P·V as one m64n256k16 per 16 keys, across V's four 64-column
-  // panels (the descriptor's leading byte offset steps between them), instead of one m64n64k16
-  // per panel; cuDNN's d = 256 kernel issues the same. Measured at d = 256 flat unmasked and +2–4%
-  // on the 64-key masked kernels at 4k and 16k; at d = 128 the same change (n = 128) was 2–5%
-  // slower (docs/perf-notes.md §35, §38).
+  // wgmma, O 128 or 256 columns wide: P·V as one m64n128k16 or m64n256k16 per 16 keys, across
+  // V's 64-column panels (the descriptor's leading byte offset steps between them), instead of
+  // one m64n64k16 per panel; cuDNN's d = 128 and d = 256 kernels issue the same. Measured at
+  // d = 256 flat unmasked and +2–4% on the 64-key masked kernels at 4k and 16k (docs/perf-notes.md
+  // §38); at d = 128 alone flat (§35, §51), with the warpgroups' turns +0.1–2.4% on the masks (§51).
   bool whole_pv = false;
 };
 

@@ -295,7 +295,10 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
 // product's accumulators. Step j's K stage is freed once S_j is done, step j − 1's V stage once
 // its product is. The first step's S and the last P·V are issued on their own, so both products
 // appear twice in the code, which costs ptxas ~35% more time than the walk that waits for each
-// product; issuing each product from one place runs 2–5% slower (docs/perf-notes.md §34).
+// product; issuing each product from one place runs 2–5% slower (docs/perf-notes.md §34). With
+// ForwardPlan::pingpong a warpgroup waits for its turn before issuing a step's products and hands
+// it over once they are issued: the first S, each P·V with the next S, and the last P·V take one
+// turn each, so both warpgroups take the same number of turns on a tile.
 void ForwardKernel::rotated_walk() {
   auto& B = e_.b;
   Value* count = walk_->count();
@@ -304,6 +307,7 @@ void ForwardKernel::rotated_walk() {
   for (auto*& v : p_vars) v = e_.var(e_.i32(), "p");
   auto issue_pv = [&](Value* prev) {  // O += P_{prev} V_{prev}, in flight
     wait_v(stage_of(prev), parity_of(prev));
+    if (plan_.pingpong) turn_wait();
     std::vector<Value*> p;
     for (auto* v : p_vars) p.push_back(B.CreateLoad(e_.i32(), v));
     RegTile o = o_.load(e_);
@@ -324,7 +328,9 @@ void ForwardKernel::rotated_walk() {
       llvm::BasicBlock* join = llvm::BasicBlock::Create(e_.ctx, "kv.join", fn_);
       B.CreateCondBr(B.CreateICmpEQ(j, e_.c32(0)), first, later);
       B.SetInsertPoint(first);
+      if (plan_.pingpong) turn_wait();
       RegTile s = tc_->mma_abt_async(e_, t.k);
+      if (plan_.pingpong) turn_pass();
       tc_->wait(e_, s, 0);
       s_vars_.store(e_, s);
       B.CreateBr(join);
@@ -332,6 +338,7 @@ void ForwardKernel::rotated_walk() {
       Value* prev = B.CreateSub(j, e_.c32(1));
       RegTile o = issue_pv(prev);
       s = tc_->mma_abt_async(e_, t.k);
+      if (plan_.pingpong) turn_pass();
       std::vector<Value*> in_flight;
       for (auto& f : o[0]) in_flight.insert(in_flight.end(), f.begin(), f.end());
       tc_->wait(e_, s, 0, &in_flight);
@@ -352,6 +359,7 @@ void ForwardKernel::rotated_walk() {
     });
     Value* last = B.CreateSub(count, e_.c32(1));
     RegTile o = issue_pv(last);
+    if (plan_.pingpong) turn_pass();
     tc_->wait(e_, o, 0);
     issued_pv(o, last);
   });

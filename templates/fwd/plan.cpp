@@ -286,6 +286,7 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     p.rotated = p.attention().head_dim_qk <= 128 && p.attention().head_dim_v <= 128;
     if (wide_accumulators(p)) p.grow_at = 8.f;  // P ≤ 2^8, far inside bf16's and fp16's range
     p.kv_bars = p.rotated || c.num_stages == 1;
+    p.pingpong = p.rotated && c.num_warps == 8;
     // The stages' mbarriers, the persistent walk's eight (tile hand-over and Q buffers), then its
     // claimed tile index in two i32 slots (rounds alternate between them; 8 bytes keep the
     // mbarriers' 8-byte alignment for whatever follows).

@@ -115,11 +115,12 @@ struct ForwardPlan {
   // O staged in Q the compute warps loaded it after the epilogue and waited for it (5% of the stall
   // samples at 1k causal, docs/perf-notes.md §48). A tile with no key tile stages O in Q instead.
   bool stage_in_v = false;
-  // With stage_in_v: the two compute warpgroups take turns at issuing their products
-  // (FlashAttention-3's ping-pong, Shah et al. 2024 §3.1), so that one's softmax runs under the
-  // other's products instead of both taking their exponentials at once: +4.4–6.3% at d = 256, 1k
-  // and 4k (docs/perf-notes.md §49). The rotated walk (d ≤ 128) already overlaps its products, and
-  // turns there measured flat (§34, §49).
+  // With stage_in_v or rotated (two warpgroups): the two compute warpgroups take turns at issuing
+  // their products (FlashAttention-3's ping-pong, Shah et al. 2024 §3.1), so that one's softmax
+  // runs under the other's products instead of both taking their exponentials at once: +4.4–6.3%
+  // at d = 256, 1k and 4k (docs/perf-notes.md §49). In the rotated walk, which already overlaps
+  // its products, turns alone measured flat (§34, §49); with d_v = 128's P·V as one instruction
+  // per 16 keys (MmaShape::whole_pv) +0.1–2.4% on the masks, flat on the standard shapes (§51).
   bool pingpong = false;
   // With staged_store and tma (the CTA-wide walk at d_v = 64): each compute warp stages its rows of
   // O in the 64-column panels the TMA's 128-byte swizzle reads, and its first lane stores them with

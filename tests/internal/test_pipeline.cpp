@@ -247,7 +247,7 @@ TEST_CASE("pipeline: the forward gets a producer warpgroup only where it was mea
   CHECK(p.shared_bytes == p.smem.barriers + p.smem.tile_slots + 8 + 1024);
   CHECK(p.shared_bytes <= 227 * 1024);
   CHECK(p.shared_bytes == 230536);
-  CHECK_THAT(p.describe(), Catch::Contains("+persistent(q-ahead) +rotated +staged-store"));
+  CHECK_THAT(p.describe(), Catch::Contains("+persistent(q-ahead) +rotated +pingpong +staged-store"));
   // d = 256 has no room for a second 64 KB Q buffer beside two stages of K/V: one.
   const ForwardPlan wide = plan(256, sm90, {128, 64, 8, 2});
   REQUIRE(wide.producer);
@@ -366,10 +366,12 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   const CompiledKernel c = compile_to_ptx(spec_of(128, "causal"));
   CHECK(c.persistent);
   // The claimed tile index and each tile's Q go through mbarriers: the one CTA barrier left is
-  // the one after their initialisation, and there is no named barrier, which would make a warp
-  // wait for the others at the tile boundary (and whose arrive/sync form racecheck reports as a
-  // hazard, perf-notes §27). Four per stage (the rotated walk's K and V pairs) and eight for the
-  // walk.
+  // the one after their initialisation, and no named barrier spans the tile boundary, which would
+  // make a warp wait for the others there (perf-notes §27). The only named barriers are the
+  // warpgroups' turns (ForwardPlan::pingpong, 4 + warpgroup, 256 threads): a wait before the
+  // first S, before each P·V (two sites: in the loop and after it), a hand-over after each, and
+  // the second warpgroup's first hand-over. Four mbarriers per stage (the rotated walk's K and V
+  // pairs) and eight for the walk.
   auto count = [&](const std::string& ptx, const std::string& what) {
     size_t n = 0;
     for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
@@ -377,8 +379,10 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   };
   CHECK(count(c.ptx, "bar.sync") == 1);
   CHECK(count(c.ptx, "bar.sync \t0;") == 1);
-  CHECK(count(c.ptx, "barrier.sync") == 0);
-  CHECK(count(c.ptx, "\tbar.arrive") + count(c.ptx, "\tbarrier.arrive") == 0);
+  CHECK(count(c.ptx, "barrier.sync") == 3);
+  CHECK(count(c.ptx, "barrier.sync \t%r") == 3);
+  CHECK(count(c.ptx, "\tbar.arrive %r") == 4);
+  CHECK(count(c.ptx, "\tbarrier.arrive") == 0);
   CHECK(count(c.ptx, "mbarrier.init.shared.b64") == 2 * 4 + 8);
   // The rotated walk commits the P·V and the next S products with no wait between them; the
   // walk that waits for each product never does.
@@ -514,11 +518,16 @@ TEST_CASE(
   const std::string narrow_ptx = compile_to_ptx(spec_of(256, "causal"), narrow_tiles).ptx;
   CHECK(count(narrow_ptx, "vote.sync") == 0);
   // P·V across V's four panels in one instruction per 16 keys (MmaShape::whole_pv): eight per
-  // 128-key tile; a 64-key kernel four; none at d_v = 128, and none in the backward.
+  // 128-key tile; a 64-key kernel four; none in the backward. At d_v = 128 the rotated walk's
+  // P·V spans both panels: m64n128k16 like S, eight of each per 128-key tile, each issued at
+  // two sites (in the loop, and the first S / last P·V on their own).
   CHECK(count(k.ptx, "wgmma.mma_async.sync.aligned.m64n256k16") == 8);
   CHECK(count(k.ptx, "wgmma.mma_async.sync.aligned.m64n64k16") == 0);
   CHECK(count(narrow_ptx, "wgmma.mma_async.sync.aligned.m64n256k16") == 4);
-  CHECK(count(compile_to_ptx(spec_of(128, "none")).ptx, "m64n256k16") == 0);
+  const std::string d128 = compile_to_ptx(spec_of(128, "none")).ptx;
+  CHECK(count(d128, "m64n256k16") == 0);
+  CHECK(count(d128, "wgmma.mma_async.sync.aligned.m64n128k16") == 32);
+  CHECK(count(d128, "m64n64k16") == 0);
   CompileOptions backward;
   backward.backward = true;
   CHECK(count(compile_to_ptx(spec_of(256, "causal"), backward).ptx, "m64n256k16") == 0);
