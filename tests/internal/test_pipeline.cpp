@@ -366,12 +366,12 @@ TEST_CASE("pipeline: producer plans walk their tiles as persistent CTAs, and the
   const CompiledKernel c = compile_to_ptx(spec_of(128, "causal"));
   CHECK(c.persistent);
   // The claimed tile index and each tile's Q go through mbarriers: the one CTA barrier left is
-  // the one after their initialisation, and no named barrier spans the tile boundary, which would
-  // make a warp wait for the others there (perf-notes §27). The only named barriers are the
-  // warpgroups' turns (ForwardPlan::pingpong, 4 + warpgroup, 256 threads): a wait before the
-  // first S, before each P·V (two sites: in the loop and after it), a hand-over after each, and
-  // the second warpgroup's first hand-over. Four mbarriers per stage (the rotated walk's K and V
-  // pairs) and eight for the walk.
+  // the one after their initialisation, and no named barrier makes every compute warp meet at
+  // the tile boundary (perf-notes §27). The only named barriers are the warpgroups' turns
+  // (ForwardPlan::pingpong, 4 + warpgroup, 256 threads), which order the two warpgroups' issues
+  // and run on from tile to tile: a wait before the first S, before each P·V (two sites: in the
+  // loop and after it), a hand-over after each, and the second warpgroup's first hand-over. Four
+  // mbarriers per stage (the rotated walk's K and V pairs) and eight for the walk.
   auto count = [&](const std::string& ptx, const std::string& what) {
     size_t n = 0;
     for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
