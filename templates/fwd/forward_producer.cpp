@@ -155,6 +155,8 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   llvm::AllocaInst* tile = e_.var(e_.i32(), "tile", first);
   llvm::AllocaInst* round = e_.var(e_.i32(), "tile.round", e_.c32(0));  // tiles walked so far
   bars_ = B.CreateAdd(smem_, e_.c32(plan_.smem.barriers));
+  // The Q ring at this round: one buffer with stage_in_v, two where Q is otherwise loaded ahead.
+  auto q_ring = [&] { return ring_at(e_, B.CreateLoad(e_.i32(), round), plan_.stage_in_v ? 1 : 2); };
   Value* producer = split_warpgroups();
   auto walk = [&](Value* t) {
     enter_tile_at(t);
@@ -205,7 +207,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
   tile_loop(tile, total, "tiles.produce", [&](Value* t) {
     walk(t);
     if (Q_AHEAD) {
-      const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round), plan_.stage_in_v ? 1 : 2);
+      const Ring q = q_ring();
       e_.when(q.refill, "q.refill", [&] { tile::mbarrier_wait(e_, walk_bar(kQEmpty, q.buffer), q.empty_parity); });
       Value* full = walk_bar(kQFull, q.buffer);
       if (TMA) {
@@ -244,7 +246,7 @@ void ForwardKernel::run_persistent(const std::function<void(KeyTile&)>& body) {
             [&] { tile::arrive_named(e_, e_.c32(kTurnBarrier), 256); });
   tile_loop(tile, total, "tiles", [&](Value* t) {
     walk(t);
-    const Ring q = ring_at(e_, B.CreateLoad(e_.i32(), round), plan_.stage_in_v ? 1 : 2);
+    const Ring q = q_ring();
     if (Q_AHEAD) {
       tc_->prepare(e_, q_buffer(q.buffer));
       tile::mbarrier_wait(e_, walk_bar(kQFull, q.buffer), q.full_parity);
