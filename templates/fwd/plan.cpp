@@ -286,7 +286,6 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     p.rotated = p.attention().head_dim_qk <= 128 && p.attention().head_dim_v <= 128;
     if (wide_accumulators(p)) p.grow_at = 8.f;  // P ≤ 2^8, far inside bf16's and fp16's range
     p.kv_bars = p.rotated || c.num_stages == 1;
-    p.pingpong = p.rotated && c.num_warps == 8;
     // The stages' mbarriers, the persistent walk's eight (tile hand-over and Q buffers), then its
     // claimed tile index in two i32 slots (rounds alternate between them; 8 bytes keep the
     // mbarriers' 8-byte alignment for whatever follows).
@@ -316,12 +315,14 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
       if (p.tma && p.kv_bars && c.num_stages == 1 && o_bytes <= p.smem.v_stage) {
         p.staged_store = p.stage_in_v = true;
         p.smem.o_stage = p.smem.v;
-        p.pingpong = true;
       } else if (o_bytes <= p.smem.q_bytes) {
         p.staged_store = p.stage_in_q = true;
         p.smem.o_stage = p.smem.q;
       }
     }
+    // Every producer plan has two compute warpgroups (producer_blocker); the rotated and the
+    // stage_in_v walks take turns between them (ForwardPlan::pingpong).
+    p.pingpong = p.rotated || p.stage_in_v;
     p.smem.barriers = append_shared(p, bytes);
   } else if (cta_loads_by_tma(p)) {
     p.tma = true;
