@@ -101,11 +101,14 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
   target.page_size = form.page_size;
   // The heuristic's tile for the base form may be one only the base form's producer runs well (d =
   // 256 unmasked: 128-key tiles in one stage); this form then gets the heuristic's tile for itself.
-  // A given or tuned config is kept: the tuner measured it in the forms it launches.
+  // A given or tuned config is kept: the tuner measured it in the forms it launches. Except a 96-key
+  // tile, which only the whole-sequence form builds (plan_forward): there the form's own tile, always.
   TileConfig config = c.compiled->config;
   bool own = false;  // this form's tile differs from the bucket's
-  if (!dispatch_.config_given && !c.tuned &&
-      autotune::same_config(config, forward_heuristic(*source_.spec, source_.target, nullptr))) {
+  const bool whole_sequence_only = config.block_n == 96;
+  if (whole_sequence_only ||
+      (!dispatch_.config_given && !c.tuned &&
+       autotune::same_config(config, forward_heuristic(*source_.spec, source_.target, nullptr)))) {
     const TileConfig h = forward_heuristic(*source_.spec, target, nullptr);
     own = !autotune::same_config(h, config);
     config = h;
@@ -134,7 +137,8 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
   std::string reason = c.compiled->config_reason;
   if (own) {
     forward_heuristic(*source_.spec, target, &reason);
-    reason += " (for this launch's form)";
+    reason += whole_sequence_only ? " (for this launch's form: 96-key tiles serve whole sequences only)"
+                                  : " (for this launch's form)";
   }
   auto l = std::make_unique<Loaded>();
   l->ctx = ctx_;

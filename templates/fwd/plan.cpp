@@ -27,10 +27,18 @@ bool wide_accumulators(const ForwardPlan& p) {
   return (p.config.block_m * p.config.block_n + p.config.block_m * p.attention().head_dim_v) / p.compute_threads >= 192;
 }
 
+// 96-key tiles of 128 rows on two warpgroups (the d = 64 heuristic's, ForwardPlan::tma): two CTAs
+// per SM share each K/V tile between 128 rows where the 64-row kernel's three loaded it per 64.
+// ptxas 13.0 assembles them without spills in the 128 registers that leaves (80 accumulators; the
+// masked ones without O's staged store), fewer than the estimate's 56-register overhead asks for.
+bool shared_key_tiles(const ForwardPlan& p) { return p.config.block_n == 96; }
+
 int min_ctas_per_sm(const ForwardPlan& p) {
   const AttentionSpec& s = p.attention();
   const int need = register_estimate(p.config, s.head_dim_qk, s.head_dim_v, p.q_in_registers, p.wgmma);
-  return ctas_per_sm(p.target.arch, p.shared_bytes, p.threads, need);
+  const int n = ctas_per_sm(p.target.arch, p.shared_bytes, p.threads, need);
+  const bool two_fit = 2 * (p.shared_bytes + kSharedReservedPerCta) <= sm_shared_bytes(p.target.arch);
+  return shared_key_tiles(p) && two_fit ? std::max(n, 2) : n;
 }
 
 // The d > 128 row of the mma.sync table keeps 64-key tiles while the estimate is at most this.
@@ -40,6 +48,10 @@ int min_ctas_per_sm(const ForwardPlan& p) {
 // registers). tests/test_heuristic_spills.cpp checks a sample of the head-dim grid with ptxas,
 // scripts/heuristic_spill_grid.sh the whole grid.
 constexpr int kMmaSyncWideBudget = 216;
+
+constexpr const char* kBlockN96 =
+    "block_n 96 is built for one kernel only: d = 64 on 128 rows and 8 warps, wgmma with TMA loads (sm_90a), the "
+    "whole-sequence forward (not split-KV, varlen, paged K/V or GQA packing); block_n 64 or 128 serve the others";
 
 [[noreturn]] void reject(const TileConfig& c, const std::string& why) {
   throw Error(ErrorKind::spec, "tile config " + c.str() + " cannot be built: " + why);
@@ -145,11 +157,21 @@ TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std
   // starts and ends in partly masked key tiles, and 64-key tiles halve that masked work; measured
   // +5% at 1024 keys and +17-20% at 256, but 2-5% slower at 4096 (docs/perf-notes.md §43).
   std::string window_note;
-  if (wgmma && d <= 64)
-    if (const std::optional<int64_t> keys = keys_per_row(spec); keys && *keys <= 1024) {
-      c.block_n = 64;
-      window_note = " (64-key tiles: a window of " + std::to_string(*keys) + " keys per row)";
-    }
+  const std::optional<int64_t> keys = wgmma && d <= 64 ? keys_per_row(spec) : std::nullopt;
+  if (keys && *keys <= 1024) {
+    c.block_n = 64;
+    window_note = " (64-key tiles: a window of " + std::to_string(*keys) + " keys per row)";
+  }
+  // d = 64 with TMA loads, elsewhere: 128 rows on two warpgroups and 96-key tiles, two CTAs per SM
+  // (min_ctas_per_sm). The card runs at its power limit here, and each SM then reads a K/V tile once
+  // per 128 query rows instead of once per 64: half the L2-to-SM traffic, a higher clock at the same
+  // power. Measured on the H200 and the H100 against 64 × 128 tiles (docs/perf-notes.md §52): +5–6%
+  // at 16k, +2–5% at 4k, +1% at 1k unmasked, −3–4% at 1k causal. 128-key tiles need more than the
+  // 128 registers two such CTAs leave each thread. Not with a block map: the document masks ran 7–17% slower at 4k
+  // (their 512-key documents straddle 96-key tiles); nor with a score modifier (not measured).
+  else if (wgmma && a.head_dim_qk == 64 && a.head_dim_v == 64 && target.tma && producer_form &&
+           !spec.block_map.needed && !spec.score)
+    c = {128, 96, 8, 2};
   if (!wgmma) {
     const int d_qk = spec.spec.head_dim_qk, d_v = spec.spec.head_dim_v;
     if (d <= 64) c = {128, 64, 4, 2};
@@ -186,8 +208,8 @@ std::optional<std::string> check_forward_shape(const TileConfig& c) {
     return "num_warps must be 1, 2, 4 or 8 (a CTA of at most 256 threads)";
   if (c.block_m != 16 * c.num_warps && c.block_m != 32 * c.num_warps)
     return "block_m must be 16 or 32 × num_warps: each warp owns one or two 16-row mma tiles of queries";
-  if (c.block_n != 32 && c.block_n != 64 && c.block_n != 128)
-    return "block_n must be 32, 64 or 128 (pairs of 8-key mma tiles; 128 holds 64 scores per thread)";
+  if (c.block_n != 32 && c.block_n != 64 && c.block_n != 96 && c.block_n != 128)
+    return "block_n must be 32, 64, 96 or 128 (pairs of 8-key mma tiles; 128 holds 64 scores per thread)";
   if (c.num_stages < 1 || c.num_stages > 4)
     return "num_stages must be 1 to 4 (K/V tiles in flight through the cp.async pipeline)";
   return std::nullopt;
@@ -329,12 +351,17 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     p.smem.barriers = append_shared(p, 16 * c.num_stages + 8);  // each stage's full and empty mbarriers, then Q's
     // d_v = 64: O staged in the Q buffer, dead after the walk, and stored by TMA (docs/perf-notes.md
     // §47: +2.6% at 1k on the H200, +3.8% on the H100; 4k and 16k within noise). Not measured at
-    // d_v = 128, where the producer kernel serves the standard shapes.
-    if (p.attention().head_dim_v == 64 && o_bytes <= p.smem.q_bytes) {
+    // d_v = 128, where the producer kernel serves the standard shapes. Not in a masked 96-key kernel:
+    // with it, ptxas 13.0 spills 8 B there within the 128 registers two CTAs per SM leave.
+    const bool spill_free = !(shared_key_tiles(p) && p.spec->mask);
+    if (p.attention().head_dim_v == 64 && o_bytes <= p.smem.q_bytes && spill_free) {
       p.staged_store = p.stage_in_q = p.tma_store = true;
       p.smem.o_stage = p.smem.q;
     }
   }
+  if (shared_key_tiles(p) &&
+      (p.producer || !p.tma || s.head_dim_qk != 64 || s.head_dim_v != 64 || c.block_m != 128 || c.num_warps != 8))
+    reject(c, kBlockN96);
   if (p.shared_bytes > max_shared_bytes(target.arch))
     reject(c, "Q and " + std::to_string(c.num_stages) + " stages of K/V tiles need " + std::to_string(p.shared_bytes) +
                   " bytes of shared memory; " + target.arch + " allows " + std::to_string(max_shared_bytes(target.arch)) +

@@ -439,10 +439,10 @@ TEST_CASE("pipeline: d = 64 takes 64-key tiles for a window of at most 1024 keys
   CHECK(block_n("window(255, 0)") == 64);
   CHECK(block_n("window(1023, 0) && causal") == 64);  // 1024 keys
   CHECK(block_n("window(511, 512)") == 64);           // both sides: 1024 keys
-  CHECK(block_n("window(1024, 0)") == 128);           // 1025 keys
-  CHECK(block_n("window(4095, 0) && causal") == 128);
-  CHECK(block_n("causal") == 128);
-  CHECK(block_n("none") == 128);
+  CHECK(block_n("window(1024, 0)") == 96);            // 1025 keys: the table's 128 × 96 tile
+  CHECK(block_n("window(4095, 0) && causal") == 96);
+  CHECK(block_n("causal") == 96);
+  CHECK(block_n("none") == 96);
   CHECK(block_n("window(255, 0)", 128) == 128);  // the producer kernel keeps its tile
   std::string why;
   forward_heuristic(*analyze_spec(spec_of(64, "window(255, 0)")), sm90, &why);
@@ -450,7 +450,62 @@ TEST_CASE("pipeline: d = 64 takes 64-key tiles for a window of at most 1024 keys
   // A window whose width is a param is not a constant: the table's tile.
   AttentionSpec param = spec_of(64, "kv >= q - w && kv <= q");
   param.params = {{"w", ScalarType::i32}};
-  CHECK(forward_heuristic(*analyze_spec(param), sm90, nullptr).block_n == 128);
+  CHECK(forward_heuristic(*analyze_spec(param), sm90, nullptr).block_n == 96);
+}
+
+TEST_CASE("pipeline: d = 64 runs 128 rows on 96-key tiles, two CTAs per SM, where TMA loads a whole sequence",
+          "[pipeline]") {
+  const Target sm90{"sm_90a"};
+  auto heuristic = [](const std::string& mask, const Target& t, int d = 64) {
+    return forward_heuristic(*analyze_spec(spec_of(d, mask)), t, nullptr).str();
+  };
+  for (const char* mask : {"none", "causal", "causal_br"}) {
+    INFO(mask);
+    CHECK(heuristic(mask, sm90) == "bm128_bn96_w8_s2");
+    const ForwardPlan p = plan_forward(analyze_spec(spec_of(64, mask)), TileConfig{128, 96, 8, 2}, sm90);
+    CHECK(p.tma);
+    CHECK_FALSE(p.producer);
+    CHECK(p.min_ctas_per_sm == 2);  // the estimate alone (80 + 56 registers) would give one
+  }
+  // Three stages still fit twice in an SM's shared memory; four do not, and get one CTA's registers.
+  CHECK(plan_forward(analyze_spec(spec_of(64, "none")), TileConfig{128, 96, 8, 3}, sm90).min_ctas_per_sm == 2);
+  CHECK(plan_forward(analyze_spec(spec_of(64, "none")), TileConfig{128, 96, 8, 4}, sm90).min_ctas_per_sm == 1);
+  // The forms that keep the one-warpgroup tile: serving forms, no TMA, mma.sync, other head dims.
+  Target split = sm90, packed = sm90, no_tma = sm90, sync = sm90;
+  split.split_kv = true;
+  packed.pack_gqa = 4;
+  no_tma.tma = false;
+  sync.allow_wgmma = false;
+  CHECK(heuristic("causal", split) == "bm64_bn128_w4_s2");
+  CHECK(heuristic("causal", packed) == "bm64_bn128_w4_s2");
+  CHECK(heuristic("causal", no_tma) == "bm64_bn128_w4_s2");
+  CHECK(heuristic("causal", Target{"sm_80"}) == "bm128_bn64_w4_s2");
+  CHECK(heuristic("causal", sync) == "bm128_bn64_w4_s2");
+  CHECK(heuristic("causal", sm90, 32) == "bm64_bn128_w4_s2");
+  AttentionSpec doc = spec_of(64, "causal && document(doc)"), soft = spec_of(64, "causal");
+  doc.tensors = {{"doc", ScalarType::i32, {"seq_kv"}}};
+  soft.score = "30 * tanh(score / 30)";
+  CHECK(forward_heuristic(*analyze_spec(doc), sm90, nullptr).str() == "bm64_bn128_w4_s2");  // a block map
+  CHECK(forward_heuristic(*analyze_spec(soft), sm90, nullptr).str() == "bm64_bn128_w4_s2");
+  CHECK(heuristic("causal", sm90, 128) == "bm128_bn128_w8_s2");
+  // 96-key tiles anywhere else are refused, naming the one kernel that has them.
+  auto refused = [](int d, const TileConfig& c, const Target& t) {
+    try {
+      plan_forward(analyze_spec(spec_of(d, "causal")), c, t);
+    } catch (const Error& e) {
+      return std::string(e.what()).find("block_n 96 is built for one kernel only") != std::string::npos;
+    }
+    return false;
+  };
+  const TileConfig t96{128, 96, 8, 2};
+  CHECK(refused(128, t96, sm90));
+  CHECK(refused(32, t96, sm90));
+  CHECK(refused(64, TileConfig{64, 96, 4, 2}, sm90));
+  CHECK(refused(64, t96, split));
+  CHECK(refused(64, t96, packed));
+  CHECK(refused(64, t96, no_tma));
+  CHECK(refused(64, t96, Target{"sm_80"}));
+  CHECK_FALSE(refused(64, t96, sm90));
 }
 
 TEST_CASE(
