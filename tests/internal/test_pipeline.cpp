@@ -466,6 +466,9 @@ TEST_CASE("pipeline: d = 64 runs 128 rows on 96-key tiles, two CTAs per SM, wher
     CHECK(p.tma);
     CHECK_FALSE(p.producer);
     CHECK(p.min_ctas_per_sm == 2);  // the estimate alone (80 + 56 registers) would give one
+    // O staged in Q spilled 8 B in the masked kernels at 128 registers; the unmasked one keeps it.
+    CHECK(p.staged_store == (std::string(mask) == "none"));
+    CHECK(p.tma_store == (std::string(mask) == "none"));
   }
   // Three stages still fit twice in an SM's shared memory; four do not, and get one CTA's registers.
   CHECK(plan_forward(analyze_spec(spec_of(64, "none")), TileConfig{128, 96, 8, 3}, sm90).min_ctas_per_sm == 2);
