@@ -192,10 +192,13 @@ std::optional<TileConfig> forward_decode_heuristic(const AnalyzedSpec& spec, con
   // tile, so the table's two warpgroups of 128 rows (d ≤ 128) compute mostly padding and give each
   // SM half the CTAs. One warpgroup of 64 rows with the table's key tiles is what quick tuning
   // picked at all six decode shapes of docs/perf-notes.md §17 (d = 128); measured on wgmma only.
+  // d = 64's 96-key tile serves 128 rows sharing its K/V loads (§52): decode keeps the 64-row tile
+  // with 128-key tiles that the table had before it.
   const int d = std::max(spec.spec.head_dim_qk, spec.spec.head_dim_v);
-  if (rows > 64 || d <= 64 || d > 128) return std::nullopt;
+  if (rows > 64 || d > 128) return std::nullopt;
   const TileConfig table = forward_heuristic(spec, target, nullptr);
-  const TileConfig c{64, table.block_n, 4, table.num_stages};
+  if (table.block_m == 64) return std::nullopt;  // the table's row has 64 already
+  const TileConfig c{64, table.block_n == 96 ? 128 : table.block_n, 4, table.num_stages};
   if (forward_mma_kind(table, target) != "wgmma" || forward_mma_kind(c, target) != "wgmma") return std::nullopt;
   if (reason)
     *reason = "decode heuristic for d=" + std::to_string(d) + ", wgmma, " + std::to_string(rows) +

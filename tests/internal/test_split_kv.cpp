@@ -189,7 +189,10 @@ TEST_CASE("split-KV: with autotune off, decode shapes at 64 < d <= 128 take one 
       CHECK_THAT(why, Catch::Contains("decode heuristic") && Catch::Contains(std::to_string(rows) + " query rows"));
     }
   CHECK_FALSE(forward_decode_heuristic(*spec(128), sm90, 65, nullptr));  // more than a tile of rows: the table
-  CHECK_FALSE(forward_decode_heuristic(*spec(64), sm90, 1, nullptr));    // the table's row has 64 already
+  // d = 64: the table's 128 × 96 tile shares K/V between 128 rows; decode keeps 64 × 128.
+  REQUIRE(forward_decode_heuristic(*spec(64), sm90, 1, nullptr));
+  CHECK(forward_decode_heuristic(*spec(64), sm90, 1, nullptr)->str() == "bm64_bn128_w4_s2");
+  CHECK_FALSE(forward_decode_heuristic(*spec(32), sm90, 1, nullptr));    // the table's row has 64 already
   CHECK_FALSE(forward_decode_heuristic(*spec(256), sm90, 1, nullptr));   // not measured there
   CHECK_FALSE(forward_decode_heuristic(*spec(128), sm80, 1, nullptr));   // mma.sync: the table
   CHECK_FALSE(forward_decode_heuristic(*spec(128), sync, 1, nullptr));
