@@ -15,7 +15,6 @@ its environment: from the repository root, `source scripts/gpu_env.sh` (the load
 FLASHJIT_LIB=$PWD/.device/libflashjit.so.0.
 """
 import argparse
-import os
 import statistics
 import subprocess
 import sys
