@@ -105,7 +105,7 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
   // tile, which only the whole-sequence form builds (plan_forward): there the form's own tile, always.
   TileConfig config = c.compiled->config;
   bool own = false;  // this form's tile differs from the bucket's
-  const bool whole_sequence_only = config.block_n == 96;
+  const bool whole_sequence_only = shared_key_tiles(config);
   if (whole_sequence_only ||
       (!dispatch_.config_given && !c.tuned &&
        autotune::same_config(config, forward_heuristic(*source_.spec, source_.target, nullptr)))) {

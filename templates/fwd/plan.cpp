@@ -27,18 +27,18 @@ bool wide_accumulators(const ForwardPlan& p) {
   return (p.config.block_m * p.config.block_n + p.config.block_m * p.attention().head_dim_v) / p.compute_threads >= 192;
 }
 
-// 96-key tiles of 128 rows on two warpgroups (the d = 64 heuristic's, ForwardPlan::tma): two CTAs
-// per SM share each K/V tile between 128 rows where the 64-row kernel's three loaded it per 64.
-// ptxas 13.0 assembles them without spills in the 128 registers that leaves (80 accumulators; the
-// masked ones without O's staged store), fewer than the estimate's 56-register overhead asks for.
-bool shared_key_tiles(const ForwardPlan& p) { return p.config.block_n == 96; }
+// Registers per thread the 96-key tiles (shared_key_tiles) need: two CTAs per SM, each sharing
+// its K/V tiles between 128 rows where the 64-row kernel's three loaded them per 64. ptxas 13.0
+// assembles them without spills in 128 (80 accumulators; the masked ones without O's staged
+// store), fewer than the estimate's 56-register overhead asks for.
+constexpr int kSharedKeyTileRegisters = 128;
 
 int min_ctas_per_sm(const ForwardPlan& p) {
   const AttentionSpec& s = p.attention();
-  const int need = register_estimate(p.config, s.head_dim_qk, s.head_dim_v, p.q_in_registers, p.wgmma);
-  const int n = ctas_per_sm(p.target.arch, p.shared_bytes, p.threads, need);
-  const bool two_fit = 2 * (p.shared_bytes + kSharedReservedPerCta) <= sm_shared_bytes(p.target.arch);
-  return shared_key_tiles(p) && two_fit ? std::max(n, 2) : n;
+  const int need = shared_key_tiles(p.config)
+                       ? kSharedKeyTileRegisters
+                       : register_estimate(p.config, s.head_dim_qk, s.head_dim_v, p.q_in_registers, p.wgmma);
+  return ctas_per_sm(p.target.arch, p.shared_bytes, p.threads, need);
 }
 
 // The d > 128 row of the mma.sync table keeps 64-key tiles while the estimate is at most this.
@@ -167,8 +167,9 @@ TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std
   // per 128 query rows instead of once per 64: half the L2-to-SM traffic, a higher clock at the same
   // power. Measured on the H200 and the H100 against 64 × 128 tiles (docs/perf-notes.md §52): +5–6%
   // at 16k, +2–5% at 4k, +1% at 1k unmasked, −3–4% at 1k causal. 128-key tiles need more than the
-  // 128 registers two such CTAs leave each thread. Not with a block map: the document masks ran 7–17% slower at 4k
-  // (their 512-key documents straddle 96-key tiles); nor with a score modifier (not measured).
+  // 128 registers two such CTAs leave each thread. Not with a block map: the document masks ran
+  // 7–17% slower at 4k (their 512-key documents straddle 96-key tiles); nor with a score modifier
+  // (not measured).
   else if (wgmma && a.head_dim_qk == 64 && a.head_dim_v == 64 && target.tma && producer_form &&
            !spec.block_map.needed && !spec.score)
     c = {128, 96, 8, 2};
@@ -198,7 +199,7 @@ std::optional<TileConfig> forward_decode_heuristic(const AnalyzedSpec& spec, con
   if (rows > 64 || d > 128) return std::nullopt;
   const TileConfig table = forward_heuristic(spec, target, nullptr);
   if (table.block_m == 64) return std::nullopt;  // the table's row has 64 already
-  const TileConfig c{64, table.block_n == 96 ? 128 : table.block_n, 4, table.num_stages};
+  const TileConfig c{64, shared_key_tiles(table) ? 128 : table.block_n, 4, table.num_stages};
   if (forward_mma_kind(table, target) != "wgmma" || forward_mma_kind(c, target) != "wgmma") return std::nullopt;
   if (reason)
     *reason = "decode heuristic for d=" + std::to_string(d) + ", wgmma, " + std::to_string(rows) +
@@ -356,13 +357,13 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     // §47: +2.6% at 1k on the H200, +3.8% on the H100; 4k and 16k within noise). Not measured at
     // d_v = 128, where the producer kernel serves the standard shapes. Not in a masked 96-key kernel:
     // with it, ptxas 13.0 spills 8 B there within the 128 registers two CTAs per SM leave.
-    const bool spill_free = !(shared_key_tiles(p) && p.spec->mask);
+    const bool spill_free = !(shared_key_tiles(c) && p.spec->mask);
     if (p.attention().head_dim_v == 64 && o_bytes <= p.smem.q_bytes && spill_free) {
       p.staged_store = p.stage_in_q = p.tma_store = true;
       p.smem.o_stage = p.smem.q;
     }
   }
-  if (shared_key_tiles(p) &&
+  if (shared_key_tiles(c) &&
       (p.producer || !p.tma || s.head_dim_qk != 64 || s.head_dim_v != 64 || c.block_m != 128 || c.num_warps != 8))
     reject(c, kBlockN96);
   if (p.shared_bytes > max_shared_bytes(target.arch))

@@ -191,6 +191,10 @@ std::optional<std::string> varlen_blocker(const AnalyzedSpec& spec);
 // The template's structural rule: why `config` is not a tile shape it builds, or nothing.
 std::optional<std::string> check_forward_shape(const TileConfig& config);
 
+// 96-key tiles: only d = 64's whole-sequence CTA-wide kernel of 128 rows on two warpgroups builds
+// them (plan_forward refuses them elsewhere); every other launch form takes its own tile.
+inline bool shared_key_tiles(const TileConfig& config) { return config.block_n == 96; }
+
 // The autotuner's values per tile parameter: defaults by head dim, narrowed by the spec's `tune`.
 TileSpace forward_search_space(const AnalyzedSpec& spec);
 
