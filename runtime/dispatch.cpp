@@ -37,11 +37,11 @@ KernelDispatch::KernelDispatch(std::shared_ptr<Context> ctx, KernelSource source
 KernelDispatch::~KernelDispatch() = default;
 
 KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
-  // A given config, or autotune off: the base kernel, no lookup, no lock; off, decode shapes
-  // have a row of their own.
+  // A given config, or autotune off: the base kernel, no lookup, no lock; off, decode shapes and
+  // short masked walks have rows of their own.
   if (!base_why_.empty()) {
     if (!dispatch_.config_given)
-      if (std::optional<Choice> d = decode_choice(args)) return *d;
+      if (std::optional<Choice> d = shape_choice(args)) return *d;
     return {base_, base_loaded_, &base_why_};
   }
   const autotune::TuningKey key = tuning_key(*source_.spec, args, /*backward=*/false, int(args.page_size));
@@ -58,38 +58,51 @@ KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
   return choose(args, key);
 }
 
-std::optional<KernelDispatch::Choice> KernelDispatch::decode_choice(const ForwardArgs& args) const {
+std::optional<KernelDispatch::Choice> KernelDispatch::shape_choice(const ForwardArgs& args) const {
   const int64_t group = args.heads_kv > 0 ? args.heads_q / args.heads_kv : 1;
   std::string reason;
   const std::optional<TileConfig> config =
-      forward_decode_heuristic(*source_.spec, source_.target, int64_t(args.seq_q) * group, &reason);
+      forward_shape_heuristic(*source_.spec, source_.target, int64_t(args.seq_q) * group, args.seq_kv, &reason);
   if (!config || autotune::same_config(*config, base_->config)) return std::nullopt;
-  const std::string name = config->str();
+  // Decode and short walks may share a module; each launch reports its own row's reason (one text
+  // per row, so shape_whys_ stays small).
+  const std::string name = config->str(), why = reason + " (autotune off)";
   auto found = [&]() -> std::optional<Choice> {
     std::shared_lock<std::shared_mutex> lock(mu_);
     auto it = modules_.find(name);
-    if (it == modules_.end()) return std::nullopt;
-    return Choice{&it->second->m.compiled, &it->second->m.loaded, &it->second->m.compiled.config_reason};
+    auto w = shape_whys_.find(why);
+    if (it == modules_.end() || w == shape_whys_.end()) return std::nullopt;
+    return Choice{&it->second->m.compiled, &it->second->m.loaded, &*w};
   };
   if (std::optional<Choice> c = found()) return c;
-  if (stream_capturing(*ctx_, args.stream)) {
-    log::warn("forward: the decode kernel " + name + " is not loaded yet and the stream is capturing a CUDA graph: "
-              "this launch runs the table's " + base_->config.str() + " (run one call before capturing)");
-    return std::nullopt;
-  }
   std::lock_guard<std::mutex> one_at_a_time(tune_mu_);
   if (std::optional<Choice> c = found()) return c;
-  KernelRequest request;
-  request.target = source_.target;
-  request.config = *config;
-  auto l = std::make_unique<Loaded>();
-  l->ctx = ctx_;
-  l->m = compile_and_load(*ctx_, plan_kernel(source_.spec, request), source_.stages);
-  l->m.compiled.config_reason = reason + " (autotune off)";
+  bool loaded = false;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    loaded = modules_.count(name) > 0;
+  }
+  if (!loaded && stream_capturing(*ctx_, args.stream)) {
+    const std::string table = base_->config.str();
+    log::warn("forward: the kernel " + name + " for this shape is not loaded yet and the stream is capturing a " +
+              "CUDA graph: this launch runs the table's " + table + " (run one call before capturing)");
+    return std::nullopt;
+  }
+  std::unique_ptr<Loaded> l;
+  if (!loaded) {
+    KernelRequest request;
+    request.target = source_.target;
+    request.config = *config;
+    l = std::make_unique<Loaded>();
+    l->ctx = ctx_;
+    l->m = compile_and_load(*ctx_, plan_kernel(source_.spec, request), source_.stages);
+    l->m.compiled.config_reason = why;
+  }
   std::unique_lock<std::shared_mutex> lock(mu_);
-  auto it = modules_.emplace(name, std::move(l)).first;
-  log::info("decode shape of " + base_->key + ": config " + name + " (" + reason + ")");
-  return Choice{&it->second->m.compiled, &it->second->m.loaded, &it->second->m.compiled.config_reason};
+  auto it = l ? modules_.emplace(name, std::move(l)).first : modules_.find(name);
+  const std::string* w = &*shape_whys_.insert(why).first;
+  log::info("shape row of " + base_->key + ": config " + name + " (" + why + ")");
+  return Choice{&it->second->m.compiled, &it->second->m.loaded, w};
 }
 
 KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form, void* stream) const {

@@ -63,10 +63,11 @@ class KernelDispatch {
  private:
   struct Loaded;
   Choice choose(const ForwardArgs& args, const autotune::TuningKey& key) const;
-  // Autotune off, a decode shape: the heuristic's decode config (forward_decode_heuristic), its
-  // module loaded on first use; nothing where the table's config serves, or while `args.stream`
-  // captures a graph and the module is not loaded yet (with a warning).
-  std::optional<Choice> decode_choice(const ForwardArgs& args) const;
+  // Autotune off, a shape the table's row does not serve (decode, short masked walks): the
+  // heuristic's config for it (forward_shape_heuristic), its module loaded on first use; nothing
+  // where the table's config serves, or while `args.stream` captures a graph and the module is not
+  // loaded yet (with a warning).
+  std::optional<Choice> shape_choice(const ForwardArgs& args) const;
   // The config for the bucket and why: a stored tuning, a tuning now, or the base's.
   // `*splits`: the tuning's split-KV count (0: automatic); `*tuned`: set when a tuning chose it.
   TileConfig decide(const ForwardArgs& args, const autotune::TuningKey& key, std::string* why, bool* memoise,
@@ -83,6 +84,7 @@ class KernelDispatch {
   mutable std::map<std::string, Choice> buckets_;        // bucket text → choice
   mutable std::map<std::string, std::string> whys_;      // bucket text → reason (stable storage)
   mutable std::set<std::string> unmemoised_whys_;        // reasons of calls that decided nothing
+  mutable std::set<std::string> shape_whys_;             // shape_choice's reasons, one per row
   mutable std::map<std::string, std::unique_ptr<Loaded>> modules_;  // config name → module
 };
 

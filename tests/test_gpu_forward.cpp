@@ -146,3 +146,39 @@ TEST_CASE("gpu forward: d=256 lazy rescale, with a row max that grows across the
     CHECK(v.nan_count == 0);
   }
 }
+
+// Autotune off at d = 64: masked walks over at most 1024 keys run the short-walk row (64 × 128),
+// longer and unmasked ones the table's 96-key tile; each is checked against the fp64 reference.
+// 2 × 16 heads give at least 256 query tiles, enough CTAs that no launch splits the keys (a
+// split-KV form takes a tile of its own).
+TEST_CASE("gpu forward: d=64 short masked walks take the short-walk row, long ones 96-key tiles", "[gpu][forward]") {
+  REQUIRE_GPU_OR_SKIP();
+  Runtime rt = Runtime::create(0);
+  const bool wgmma = rt.device().arch() == "sm_90a";  // the 96-key tile is wgmma's
+  CompileOptions opts;
+  opts.autotune = "off";
+  const struct {
+    const char* mask;
+    int64_t seq;
+    const char* config;
+  } rows[] = {{"causal", 1000, "bm64_bn128_w4_s2"},
+              {"causal", 1024, "bm64_bn128_w4_s2"},
+              {"causal", 1025, "bm128_bn96_w8_s2"},
+              {"none", 1000, "bm128_bn96_w8_s2"}};
+  uint64_t seed = 21;
+  for (const auto& r : rows) {
+    const Case c = Case::of(make_spec(DType::bf16, 64, 64, r.mask), r.seq, r.seq, 2, 16, 16);
+    Kernel kernel = rt.compile(c.spec, opts);
+    std::unique_ptr<test::DeviceProblem> dp = test::upload_problem(rt, c, seed);
+    const std::string text = kernel.describe_launch(dp->args);
+    INFO(r.mask << " seq " << r.seq << ": " << text);
+    if (wgmma) {
+      CHECK_THAT(text, Catch::Contains(std::string("config ") + r.config));
+      CHECK_THAT(text, !Catch::Contains("split-KV"));
+      if (std::string(r.config) == "bm64_bn128_w4_s2") CHECK_THAT(text, Catch::Contains("short-walk heuristic"));
+    }
+    const ref::Verdict v = run_case(rt, c, seed++);
+    INFO(v.message);
+    CHECK(v.ok);
+  }
+}

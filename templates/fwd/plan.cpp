@@ -187,24 +187,35 @@ TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std
   return c;
 }
 
-std::optional<TileConfig> forward_decode_heuristic(const AnalyzedSpec& spec, const Target& target, int64_t rows,
-                                                   std::string* reason) {
+std::optional<TileConfig> forward_shape_heuristic(const AnalyzedSpec& spec, const Target& target, int64_t rows,
+                                                  int64_t keys, std::string* reason) {
+  const int d = std::max(spec.spec.head_dim_qk, spec.spec.head_dim_v);
+  const TileConfig table = forward_heuristic(spec, target, nullptr);
+  if (forward_mma_kind(table, target) != "wgmma") return std::nullopt;
   // Decode: a head's query rows (with its GQA group's, packed together) fill at most one 64-row
   // tile, so the table's two warpgroups of 128 rows (d ≤ 128) compute mostly padding and give each
   // SM half the CTAs. One warpgroup of 64 rows with the table's key tiles is what quick tuning
   // picked at all six decode shapes of docs/perf-notes.md §17 (d = 128); measured on wgmma only.
   // d = 64's 96-key tile serves 128 rows sharing its K/V loads (§52): decode keeps the 64-row tile
   // with 128-key tiles that the table had before it.
-  const int d = std::max(spec.spec.head_dim_qk, spec.spec.head_dim_v);
-  if (rows > 64 || d > 128) return std::nullopt;
-  const TileConfig table = forward_heuristic(spec, target, nullptr);
-  if (table.block_m == 64) return std::nullopt;  // the table's row has 64 already
-  const TileConfig c{64, shared_key_tiles(table) ? 128 : table.block_n, 4, table.num_stages};
-  if (forward_mma_kind(table, target) != "wgmma" || forward_mma_kind(c, target) != "wgmma") return std::nullopt;
-  if (reason)
-    *reason = "decode heuristic for d=" + std::to_string(d) + ", wgmma, " + std::to_string(rows) +
-              " query rows per K/V head: " + c.str();
-  return c;
+  const TileConfig old64{64, shared_key_tiles(table) ? 128 : table.block_n, 4, table.num_stages};
+  if (rows <= 64 && d <= 128 && table.block_m != 64) {
+    if (reason)
+      *reason =
+          "decode heuristic for d=" + std::to_string(d) + ", wgmma, at most 64 query rows per K/V head: " + old64.str();
+    return old64;
+  }
+  // A masked walk over at most 1024 keys on the table's 96-key tiles: at 1k causal they compute 19%
+  // more scores than the mask keeps (the key tiles that cross each 128-row tile's diagonal) against
+  // 12% on 64 × 128 tiles, with few tiles to share K/V loads over: 3–4% slower than 64 × 128 at 1k
+  // causal, 2–3% faster at 4k (docs/perf-notes.md §52). Unmasked walks of 1k keep 96 keys (+1%).
+  if (shared_key_tiles(table) && spec.mask && keys <= 1024) {
+    if (reason)
+      *reason = "short-walk heuristic for d=" + std::to_string(d) +
+                ", wgmma, a masked walk over at most 1024 keys: " + old64.str();
+    return old64;
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> check_forward_shape(const TileConfig& c) {

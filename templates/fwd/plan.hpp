@@ -173,11 +173,12 @@ std::string forward_mma_kind(const TileConfig& config, const Target& target);
 // The heuristic table (FLASHJIT_AUTOTUNE=off), by head dim and by the instruction the target gets.
 TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason);
 
-// The heuristic's config for a decode launch, or nothing where the table's row serves: `rows` is
-// seq_q × the GQA group (the query rows one K/V head serves). FLASHJIT_AUTOTUNE=off only; tuning
-// searches these shapes itself.
-std::optional<TileConfig> forward_decode_heuristic(const AnalyzedSpec& spec, const Target& target, int64_t rows,
-                                                   std::string* reason);
+// The heuristic's config for a launch's shape where the table's row does not serve it, or nothing:
+// decode (`rows`, seq_q × the GQA group: the query rows one K/V head serves, at most 64) and masked
+// walks over at most 1024 `keys` (seq_kv) on d = 64's 96-key tiles. FLASHJIT_AUTOTUNE=off only;
+// tuning searches these shapes itself.
+std::optional<TileConfig> forward_shape_heuristic(const AnalyzedSpec& spec, const Target& target, int64_t rows,
+                                                  int64_t keys, std::string* reason);
 
 // Why this spec's forward cannot pack a GQA group's query heads into one CTA, or nothing: packed
 // rows hold several query heads, so neither the mask nor the score may read the query head `h`,

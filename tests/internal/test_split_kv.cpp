@@ -183,17 +183,42 @@ TEST_CASE("split-KV: with autotune off, decode shapes at 64 < d <= 128 take one 
   for (int d : {72, 96, 128})
     for (int64_t rows : {1, 4, 16, 64}) {
       INFO("d=" << d << " rows " << rows);
-      const std::optional<TileConfig> c = forward_decode_heuristic(*spec(d), sm90, rows, &why);
+      const std::optional<TileConfig> c = forward_shape_heuristic(*spec(d), sm90, rows, 8192, &why);
       REQUIRE(c);
       CHECK(c->str() == "bm64_bn128_w4_s2");  // the table's 128-key tiles and stages, 4 warps
-      CHECK_THAT(why, Catch::Contains("decode heuristic") && Catch::Contains(std::to_string(rows) + " query rows"));
+      CHECK_THAT(why, Catch::Contains("decode heuristic") && Catch::Contains("at most 64 query rows"));
     }
-  CHECK_FALSE(forward_decode_heuristic(*spec(128), sm90, 65, nullptr));  // more than a tile of rows: the table
+  CHECK_FALSE(forward_shape_heuristic(*spec(128), sm90, 65, 8192, nullptr));  // more than a tile of rows: the table
   // d = 64: the table's 128 × 96 tile shares K/V between 128 rows; decode keeps 64 × 128.
-  REQUIRE(forward_decode_heuristic(*spec(64), sm90, 1, nullptr));
-  CHECK(forward_decode_heuristic(*spec(64), sm90, 1, nullptr)->str() == "bm64_bn128_w4_s2");
-  CHECK_FALSE(forward_decode_heuristic(*spec(32), sm90, 1, nullptr));    // the table's row has 64 already
-  CHECK_FALSE(forward_decode_heuristic(*spec(256), sm90, 1, nullptr));   // not measured there
-  CHECK_FALSE(forward_decode_heuristic(*spec(128), sm80, 1, nullptr));   // mma.sync: the table
-  CHECK_FALSE(forward_decode_heuristic(*spec(128), sync, 1, nullptr));
+  REQUIRE(forward_shape_heuristic(*spec(64), sm90, 1, 8192, nullptr));
+  CHECK(forward_shape_heuristic(*spec(64), sm90, 1, 8192, nullptr)->str() == "bm64_bn128_w4_s2");
+  CHECK_FALSE(forward_shape_heuristic(*spec(32), sm90, 1, 8192, nullptr));   // the table's row has 64 already
+  CHECK_FALSE(forward_shape_heuristic(*spec(256), sm90, 1, 8192, nullptr));  // not measured there
+  CHECK_FALSE(forward_shape_heuristic(*spec(128), sm80, 1, 8192, nullptr));  // mma.sync: the table
+  CHECK_FALSE(forward_shape_heuristic(*spec(128), sync, 1, 8192, nullptr));
+}
+
+TEST_CASE("forward: with autotune off, masked walks over at most 1024 keys leave d = 64's 96-key tiles", "[split]") {
+  auto spec = [](int d, const std::string& mask) {
+    AttentionSpec s;
+    s.head_dim_qk = s.head_dim_v = d;
+    s.mask = mask;
+    return analyze_spec(s);
+  };
+  const Target sm90{"sm_90a"};
+  std::string why;
+  REQUIRE(forward_heuristic(*spec(64, "causal"), sm90, nullptr).str() == "bm128_bn96_w8_s2");
+  for (const char* mask : {"causal", "causal_br", "window(2047, 0)"})
+    for (int64_t keys : {17, 1000, 1024}) {
+      INFO(mask << ", " << keys << " keys");
+      const std::optional<TileConfig> c = forward_shape_heuristic(*spec(64, mask), sm90, 1024, keys, &why);
+      REQUIRE(c);
+      CHECK(c->str() == "bm64_bn128_w4_s2");
+      CHECK_THAT(why, Catch::Contains("short-walk heuristic") && Catch::Contains("at most 1024 keys"));
+    }
+  CHECK_FALSE(forward_shape_heuristic(*spec(64, "causal"), sm90, 1025, 1025, nullptr));  // longer: the table's 96 keys
+  CHECK_FALSE(forward_shape_heuristic(*spec(64, "none"), sm90, 1024, 1024, nullptr));    // unmasked: 96 keys (+1%)
+  // Where the table has no 96-key tile, the row is the table's: d = 128, and d = 64's short windows.
+  CHECK_FALSE(forward_shape_heuristic(*spec(128, "causal"), sm90, 1024, 1024, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*spec(64, "window(255, 0)"), sm90, 1024, 1024, nullptr));
 }
