@@ -367,7 +367,8 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     // d_v = 64: O staged in the Q buffer, dead after the walk, and stored by TMA (docs/perf-notes.md
     // §47: +2.6% at 1k on the H200, +3.8% on the H100; 4k and 16k within noise). Not measured at
     // d_v = 128, where the producer kernel serves the standard shapes. Not in a masked 96-key kernel:
-    // with it, ptxas 13.0 spills 8 B there within the 128 registers two CTAs per SM leave.
+    // there it measured flat (§53: +0.9% at 1k causal, −0.8% at 4k) and ptxas 13.0 spills 8 B within
+    // the 128 registers two CTAs per SM leave (a row offset, stored before the walk).
     const bool spill_free = !(shared_key_tiles(c) && p.spec->mask);
     if (p.attention().head_dim_v == 64 && o_bytes <= p.smem.q_bytes && spill_free) {
       p.staged_store = p.stage_in_q = p.tma_store = true;
