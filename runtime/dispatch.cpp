@@ -36,6 +36,18 @@ KernelDispatch::KernelDispatch(std::shared_ptr<Context> ctx, KernelSource source
 
 KernelDispatch::~KernelDispatch() = default;
 
+std::unique_ptr<KernelDispatch::Loaded> KernelDispatch::load(const Target& target, const TileConfig& config,
+                                                             std::string reason) const {
+  KernelRequest request;
+  request.target = target;
+  request.config = config;
+  auto l = std::make_unique<Loaded>();
+  l->ctx = ctx_;
+  l->m = compile_and_load(*ctx_, plan_kernel(source_.spec, request), source_.stages);
+  l->m.compiled.config_reason = std::move(reason);
+  return l;
+}
+
 KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
   // A given config, or autotune off: the base kernel, no lookup, no lock; off, decode shapes and
   // short masked walks have rows of their own.
@@ -88,16 +100,7 @@ std::optional<KernelDispatch::Choice> KernelDispatch::shape_choice(const Forward
               "CUDA graph: this launch runs the table's " + table + " (run one call before capturing)");
     return std::nullopt;
   }
-  std::unique_ptr<Loaded> l;
-  if (!loaded) {
-    KernelRequest request;
-    request.target = source_.target;
-    request.config = *config;
-    l = std::make_unique<Loaded>();
-    l->ctx = ctx_;
-    l->m = compile_and_load(*ctx_, plan_kernel(source_.spec, request), source_.stages);
-    l->m.compiled.config_reason = why;
-  }
+  std::unique_ptr<Loaded> l = loaded ? nullptr : load(source_.target, *config, why);
   std::unique_lock<std::shared_mutex> lock(mu_);
   auto it = l ? modules_.emplace(name, std::move(l)).first : modules_.find(name);
   const std::string* w = &*shape_whys_.insert(why).first;
@@ -144,19 +147,13 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
     std::shared_lock<std::shared_mutex> lock(mu_);
     if (auto it = modules_.find(name); it != modules_.end()) return choice(*it->second);
   }
-  KernelRequest request;
-  request.target = target;
-  request.config = config;
   std::string reason = c.compiled->config_reason;
   if (own) {
     forward_heuristic(*source_.spec, target, &reason);
     reason += whole_sequence_only ? " (for this launch's form: 96-key tiles serve whole sequences only)"
                                   : " (for this launch's form)";
   }
-  auto l = std::make_unique<Loaded>();
-  l->ctx = ctx_;
-  l->m = compile_and_load(*ctx_, plan_kernel(source_.spec, request), source_.stages);
-  l->m.compiled.config_reason = reason;
+  std::unique_ptr<Loaded> l = load(target, config, reason);
   std::unique_lock<std::shared_mutex> lock(mu_);
   auto it = modules_.emplace(name, std::move(l)).first;
   return choice(*it->second);
@@ -230,13 +227,7 @@ KernelDispatch::Choice KernelDispatch::choose(const ForwardArgs& args, const aut
     auto it = modules_.find(name);
     if (it == modules_.end()) {
       try {
-        KernelRequest request;
-        request.target = source_.target;
-        request.config = config;
-        auto l = std::make_unique<Loaded>();
-        l->ctx = ctx_;
-        l->m = compile_and_load(*ctx_, plan_kernel(source_.spec, request), source_.stages);
-        l->m.compiled.config_reason = "tuned";
+        std::unique_ptr<Loaded> l = load(source_.target, config, "tuned");
         lock.lock();
         it = modules_.emplace(name, std::move(l)).first;
         lock.unlock();
