@@ -49,8 +49,8 @@ std::unique_ptr<KernelDispatch::Loaded> KernelDispatch::load(const Target& targe
 }
 
 KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
-  // A given config, or autotune off: the base kernel, no lookup, no lock; off, decode shapes and
-  // short masked walks have rows of their own.
+  // A given config, or autotune off: the base kernel, no lookup, no lock; off, decode shapes, short
+  // masked walks and long unmasked ones have rows of their own.
   if (!base_why_.empty()) {
     if (!dispatch_.config_given)
       if (std::optional<Choice> d = shape_choice(args)) return *d;
@@ -76,8 +76,8 @@ std::optional<KernelDispatch::Choice> KernelDispatch::shape_choice(const Forward
   const std::optional<TileConfig> config =
       forward_shape_heuristic(*source_.spec, source_.target, int64_t(args.seq_q) * group, args.seq_kv, &reason);
   if (!config || autotune::same_config(*config, base_->config)) return std::nullopt;
-  // Decode and short walks may share a module; each launch reports its own row's reason (one text
-  // per row, so shape_whys_ stays small).
+  // Two rows may share a module (decode and short walks); each launch reports its own row's reason
+  // (one text per row, so shape_whys_ stays small).
   const std::string name = config->str(), why = reason + " (autotune off)";
   auto found = [&]() -> std::optional<Choice> {
     std::shared_lock<std::shared_mutex> lock(mu_);
@@ -117,11 +117,12 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
   target.page_size = form.page_size;
   // The heuristic's tile for the base form may be one only the base form's producer runs well (d =
   // 256 unmasked: 128-key tiles in one stage); this form then gets the heuristic's tile for itself.
-  // A given or tuned config is kept: the tuner measured it in the forms it launches. Except a 96-key
-  // tile, which only the whole-sequence form builds (plan_forward): there the form's own tile, always.
+  // A given or tuned config is kept: the tuner measured it in the forms it launches. Except a 96- or
+  // 176-key tile, which only the whole-sequence form builds (plan_forward): there the form's own
+  // tile, always.
   TileConfig config = c.compiled->config;
   bool own = false;  // this form's tile differs from the bucket's
-  const bool whole_sequence_only = shared_key_tiles(config);
+  const bool whole_sequence_only = whole_sequence_tile(config);
   if (whole_sequence_only ||
       (!dispatch_.config_given && !c.tuned &&
        autotune::same_config(config, forward_heuristic(*source_.spec, source_.target, nullptr)))) {
@@ -150,7 +151,8 @@ KernelDispatch::Choice KernelDispatch::variant(const Choice& c, const Form& form
   std::string reason = c.compiled->config_reason;
   if (own) {
     forward_heuristic(*source_.spec, target, &reason);
-    reason += whole_sequence_only ? " (for this launch's form: 96-key tiles serve whole sequences only)"
+    reason += whole_sequence_only ? " (for this launch's form: " + std::to_string(c.compiled->config.block_n) +
+                                        "-key tiles serve whole sequences only)"
                                   : " (for this launch's form)";
   }
   std::unique_ptr<Loaded> l = load(target, config, reason);

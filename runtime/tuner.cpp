@@ -14,6 +14,7 @@
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "templates/bwd/plan.hpp"
+#include "templates/fwd/plan.hpp"
 
 namespace flashjit::rt {
 
@@ -162,10 +163,16 @@ TuneOutcome tune_shape(const std::shared_ptr<Context>& ctx, const TuneJob& job) 
   TuneOutcome out;
   out.gpu = autotune::gpu_identity(ctx->info);
   out.key = tuning_key(spec, job.shape, job.backward, job.page_size);
-  // The backward's centre is the shape's (its walk can choose another kernel than the table's).
-  out.heuristic = job.backward
-                      ? backward_heuristic_for(job.source.spec, job.source.target, job.shape, job.params, nullptr)
-                      : kernel_template.heuristic(spec, job.source.target, nullptr);
+  // The centre is the shape's: what autotune off would run for it (the backward's walk, the
+  // forward's decode, short-walk and long-walk rows), so that config is always timed. A paged
+  // tuning's launches take the paged form, which none of the forward's rows serves.
+  const ProblemShape& shape = job.shape;
+  const int64_t group = shape.heads_kv > 0 ? shape.heads_q / shape.heads_kv : 1;
+  Target form = job.source.target;
+  form.paged = job.page_size > 0;
+  out.heuristic = job.backward ? backward_heuristic_for(job.source.spec, job.source.target, shape, job.params, nullptr)
+                               : forward_shape_heuristic(spec, form, shape.seq_q * group, shape.seq_kv, nullptr)
+                                     .value_or(kernel_template.heuristic(spec, job.source.target, nullptr));
   std::unique_ptr<CandidateBench> bench = job.backward ? make_backward_bench(runtime, ctx, job)
                                                        : std::make_unique<TuneBench>(runtime, ctx, job);
   autotune::SearchOptions so;

@@ -177,7 +177,7 @@ TEST_CASE("codegen: tile configs that break a limit are rejected naming the limi
     }
   };
   reject({64, 64, 4, 5}, "num_stages must be 1 to 4");
-  reject({64, 48, 4, 1}, "block_n must be 32, 64, 96 or 128");
+  reject({64, 48, 4, 1}, "block_n must be 32, 64, 96, 128 or 176");
   reject({66, 32, 4, 1}, "block_m must be 16 or 32 × num_warps");
   reject({48, 32, 3, 1}, "num_warps must be 1, 2, 4 or 8");
   AttentionSpec big = make(DType::bf16, 256, "none");

@@ -32,6 +32,33 @@ void run_matrix(DType dt, int d, const std::string& mask) {
   }
 }
 
+// A launch of autotune off's shape rows: `mask` at d × d over seq × seq keys, batch 2 × `heads`.
+struct ShapeRow {
+  const char* mask;
+  int64_t seq;
+  const char* config;
+};
+
+// Checks what Kernel::describe_launch says of `r`'s launch: not split, and on wgmma `r.config`,
+// with `row_reason` when that is `row_config` (the row's, not the table's). Returns the case.
+Case check_shape_row(Runtime& rt, int d, int64_t heads, const ShapeRow& r, const char* row_config,
+                     const char* row_reason, uint64_t seed) {
+  const bool wgmma = rt.device().arch() == "sm_90a";  // the rows' tiles are wgmma's
+  const Case c = Case::of(make_spec(DType::bf16, d, d, r.mask), r.seq, r.seq, 2, heads, heads);
+  CompileOptions opts;
+  opts.autotune = "off";
+  Kernel kernel = rt.compile(c.spec, opts);
+  std::unique_ptr<test::DeviceProblem> dp = test::upload_problem(rt, c, seed);
+  const std::string text = kernel.describe_launch(dp->args);
+  INFO(r.mask << " seq " << r.seq << ": " << text);
+  CHECK_THAT(text, !Catch::Contains("split-KV"));
+  if (wgmma) {
+    CHECK_THAT(text, Catch::Contains(std::string("config ") + r.config));
+    if (std::string(r.config) == row_config) CHECK_THAT(text, Catch::Contains(row_reason));
+  }
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("gpu forward: fp16 d=64 none", "[gpu][forward]") { REQUIRE_GPU_OR_SKIP(); run_matrix(DType::f16, 64, "none"); }
@@ -154,31 +181,43 @@ TEST_CASE("gpu forward: d=256 lazy rescale, with a row max that grows across the
 TEST_CASE("gpu forward: d=64 short masked walks take the short-walk row, long ones 96-key tiles", "[gpu][forward]") {
   REQUIRE_GPU_OR_SKIP();
   Runtime rt = Runtime::create(0);
-  const bool wgmma = rt.device().arch() == "sm_90a";  // the 96-key tile is wgmma's
-  CompileOptions opts;
-  opts.autotune = "off";
-  const struct {
-    const char* mask;
-    int64_t seq;
-    const char* config;
-  } rows[] = {{"causal", 1000, "bm64_bn128_w4_s2"},
-              {"causal", 1024, "bm64_bn128_w4_s2"},
-              {"causal", 1025, "bm128_bn96_w8_s2"},
-              {"none", 1000, "bm128_bn96_w8_s2"}};
+  const ShapeRow rows[] = {{"causal", 1000, "bm64_bn128_w4_s2"},
+                           {"causal", 1024, "bm64_bn128_w4_s2"},
+                           {"causal", 1025, "bm128_bn96_w8_s2"},
+                           {"none", 1000, "bm128_bn96_w8_s2"}};
   uint64_t seed = 21;
-  for (const auto& r : rows) {
-    const Case c = Case::of(make_spec(DType::bf16, 64, 64, r.mask), r.seq, r.seq, 2, 16, 16);
-    Kernel kernel = rt.compile(c.spec, opts);
-    std::unique_ptr<test::DeviceProblem> dp = test::upload_problem(rt, c, seed);
-    const std::string text = kernel.describe_launch(dp->args);
-    INFO(r.mask << " seq " << r.seq << ": " << text);
-    if (wgmma) {
-      CHECK_THAT(text, Catch::Contains(std::string("config ") + r.config));
-      CHECK_THAT(text, !Catch::Contains("split-KV"));
-      if (std::string(r.config) == "bm64_bn128_w4_s2") CHECK_THAT(text, Catch::Contains("short-walk heuristic"));
-    }
+  for (const ShapeRow& r : rows) {
+    const Case c = check_shape_row(rt, 64, 16, r, "bm64_bn128_w4_s2", "short-walk heuristic", seed);
     const ref::Verdict v = run_case(rt, c, seed++);
-    INFO(v.message);
+    INFO(r.mask << " seq " << r.seq << ": " << v.message);
     CHECK(v.ok);
   }
+}
+
+TEST_CASE("gpu forward: d=128 unmasked walks over more than 8192 keys take 176-key tiles", "[gpu][forward]") {
+  REQUIRE_GPU_OR_SKIP();
+  Runtime rt = Runtime::create(0);
+  const bool wgmma = rt.device().arch() == "sm_90a";  // the 176-key tile is the wgmma producer's
+  // The kernel, given: partial last key tiles, a walk of one tile, GQA, a mask, fp16, more tiles than SMs.
+  const struct {
+    DType dtype;
+    const char* mask;
+    int64_t seq_q, seq_kv, batch, heads, heads_kv;
+  } given[] = {{DType::bf16, "none", 1000, 1000, 2, 3, 3}, {DType::bf16, "none", 17, 17, 3, 2, 2},
+               {DType::bf16, "none", 300, 1000, 2, 8, 2},  {DType::f16, "none", 777, 2000, 1, 4, 4},
+               {DType::bf16, "causal", 777, 777, 2, 3, 3}, {DType::bf16, "none", 2048, 2048, 2, 8, 8}};
+  uint64_t seed = 31;
+  if (wgmma)
+    for (const auto& g : given) {
+      Case c = Case::of(make_spec(g.dtype, 128, 128, g.mask), g.seq_q, g.seq_kv, g.batch, g.heads, g.heads_kv);
+      c.config = TileConfig{128, 176, 8, 2};
+      const ref::Verdict v = run_case(rt, c, seed++);
+      INFO(g.mask << " " << g.seq_q << " x " << g.seq_kv << ": " << v.message);
+      CHECK(v.ok);
+    }
+  // The row, with autotune off: past 8192 keys, unmasked only. 2 × 2 heads of 65 query tiles fill the
+  // SMs, so no launch here splits its keys (a split-KV form takes a tile of its own).
+  const ShapeRow rows[] = {
+      {"none", 8192, "bm128_bn128_w8_s2"}, {"none", 8193, "bm128_bn176_w8_s2"}, {"causal", 8193, "bm128_bn128_w8_s2"}};
+  for (const ShapeRow& r : rows) check_shape_row(rt, 128, 2, r, "bm128_bn176_w8_s2", "long-walk heuristic", seed++);
 }

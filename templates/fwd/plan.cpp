@@ -53,6 +53,11 @@ constexpr const char* kBlockN96 =
     "block_n 96 is built for one kernel only: d = 64 on 128 rows and 8 warps, wgmma with TMA loads (sm_90a), the "
     "whole-sequence forward (not split-KV, varlen, paged K/V or GQA packing); block_n 64 or 128 serve the others";
 
+constexpr const char* kBlockN176 =
+    "block_n 176 is built for one kernel only: d = 128 (query/key and value) on the producer warpgroup with TMA "
+    "loads, 128 rows and 8 warps, assembled by ptxas (setmaxnreg gives its S and O accumulators their registers; "
+    "sm_90a, the whole-sequence forward); block_n 64 or 128 serve the others";
+
 [[noreturn]] void reject(const TileConfig& c, const std::string& why) {
   throw Error(ErrorKind::spec, "tile config " + c.str() + " cannot be built: " + why);
 }
@@ -215,6 +220,21 @@ std::optional<TileConfig> forward_shape_heuristic(const AnalyzedSpec& spec, cons
                 ", wgmma, a masked walk over at most 1024 keys: " + old64.str();
     return old64;
   }
+  // An unmasked walk over more than 8192 keys at d = 128: 176-key tiles, FlashAttention-3's tile for
+  // unmasked d = 128 (Shah et al. 2024; its hopper/tile_size.h). Each key tile's fixed work (the
+  // row max's shuffles, O's rescale, the products' issue and waits, the stage's mbarriers) spreads
+  // over 176 keys instead of 128, and on these cards the forward runs at its power limit, where
+  // the energy saved is speed. Shared memory then holds one Q buffer and no staging buffer for O.
+  // Measured against 128 × 128 on the H100, 3-s runs (docs/perf-notes.md §54): +1.9–4.5% at 16k,
+  // +0.6% at 8k, −3% at 4k, −5.5% at 2k; partial last tiles and the lost Q-ahead and staged store
+  // cost the shorter walks. Masked walks and score modifiers were not measured.
+  if (spec.spec.head_dim_qk == 128 && spec.spec.head_dim_v == 128 && table.block_n == 128 && table.num_warps == 8 &&
+      !spec.mask && !spec.score && target.tma && target.moves_registers && !serving_form(target) && keys > 8192) {
+    const TileConfig wide{128, 176, 8, 2};
+    if (reason)
+      *reason = "long-walk heuristic for d=128, wgmma, an unmasked walk over more than 8192 keys: " + wide.str();
+    return wide;
+  }
   return std::nullopt;
 }
 
@@ -223,8 +243,8 @@ std::optional<std::string> check_forward_shape(const TileConfig& c) {
     return "num_warps must be 1, 2, 4 or 8 (a CTA of at most 256 threads)";
   if (c.block_m != 16 * c.num_warps && c.block_m != 32 * c.num_warps)
     return "block_m must be 16 or 32 × num_warps: each warp owns one or two 16-row mma tiles of queries";
-  if (c.block_n != 32 && c.block_n != 64 && c.block_n != 96 && c.block_n != 128)
-    return "block_n must be 32, 64, 96 or 128 (pairs of 8-key mma tiles; 128 holds 64 scores per thread)";
+  if (c.block_n != 32 && c.block_n != 64 && c.block_n != 96 && c.block_n != 128 && c.block_n != 176)
+    return "block_n must be 32, 64, 96, 128 or 176 (pairs of 8-key mma tiles; 128 holds 64 scores per thread)";
   if (c.num_stages < 1 || c.num_stages > 4)
     return "num_stages must be 1 to 4 (K/V tiles in flight through the cp.async pipeline)";
   return std::nullopt;
@@ -378,6 +398,9 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   if (shared_key_tiles(c) &&
       (p.producer || !p.tma || s.head_dim_qk != 64 || s.head_dim_v != 64 || c.block_m != 128 || c.num_warps != 8))
     reject(c, kBlockN96);
+  if (wide_key_tiles(c) &&
+      (!p.producer || !p.tma || !target.moves_registers || s.head_dim_qk != 128 || s.head_dim_v != 128))
+    reject(c, kBlockN176);
   if (p.shared_bytes > max_shared_bytes(target.arch))
     reject(c, "Q and " + std::to_string(c.num_stages) + " stages of K/V tiles need " + std::to_string(p.shared_bytes) +
                   " bytes of shared memory; " + target.arch + " allows " + std::to_string(max_shared_bytes(target.arch)) +

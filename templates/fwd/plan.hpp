@@ -174,9 +174,9 @@ std::string forward_mma_kind(const TileConfig& config, const Target& target);
 TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std::string* reason);
 
 // The heuristic's config for a launch's shape where the table's row does not serve it, or nothing:
-// decode (`rows`, seq_q × the GQA group: the query rows one K/V head serves, at most 64) and masked
-// walks over at most 1024 `keys` (seq_kv) on d = 64's 96-key tiles. FLASHJIT_AUTOTUNE=off only;
-// tuning searches these shapes itself.
+// decode (`rows`, seq_q × the GQA group: the query rows one K/V head serves, at most 64), masked
+// walks over at most 1024 `keys` (seq_kv) on d = 64's 96-key tiles, and unmasked walks over more
+// than 8192 at d = 128. FLASHJIT_AUTOTUNE=off runs it; tuning times it first and searches around it.
 std::optional<TileConfig> forward_shape_heuristic(const AnalyzedSpec& spec, const Target& target, int64_t rows,
                                                   int64_t keys, std::string* reason);
 
@@ -195,6 +195,13 @@ std::optional<std::string> check_forward_shape(const TileConfig& config);
 // 96-key tiles: only d = 64's whole-sequence CTA-wide kernel of 128 rows on two warpgroups builds
 // them (plan_forward refuses them elsewhere); every other launch form takes its own tile.
 inline bool shared_key_tiles(const TileConfig& config) { return config.block_n == 96; }
+
+// 176-key tiles: only d = 128's whole-sequence producer kernel builds them (plan_forward), which
+// the long-walk row gives unmasked walks over more than 8192 keys (forward_shape_heuristic).
+inline bool wide_key_tiles(const TileConfig& config) { return config.block_n == 176; }
+
+// Tiles that only the whole-sequence form builds: every serving form takes its own.
+inline bool whole_sequence_tile(const TileConfig& config) { return shared_key_tiles(config) || wide_key_tiles(config); }
 
 // The autotuner's values per tile parameter: defaults by head dim, narrowed by the spec's `tune`.
 TileSpace forward_search_space(const AnalyzedSpec& spec);

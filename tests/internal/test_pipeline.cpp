@@ -1,14 +1,15 @@
 // The pipeline's contract with its templates: registration, stages in order, one analysis per spec.
-#include <catch2/catch.hpp>
 #include <llvm/Support/CommandLine.h>
 
-#include "compiler/codegen/target.hpp"
+#include <catch2/catch.hpp>
 
+#include "compiler/codegen/target.hpp"
 #include "compiler/kernel_key.hpp"
 #include "compiler/pipeline.hpp"
-#include "templates/bwd/plan.hpp"
-#include "templates/fwd/plan.hpp"
 #include "runtime/tuner.hpp"
+#include "templates/bwd/plan.hpp"
+#include "templates/common/arch_limits.hpp"
+#include "templates/fwd/plan.hpp"
 
 using namespace flashjit;
 
@@ -20,6 +21,16 @@ AttentionSpec spec_of(int d, const std::string& mask = "causal") {
   s.head_dim_qk = s.head_dim_v = d;
   s.mask = mask;
   return s;
+}
+
+// Whether plan_forward refuses `c` for `spec` on `t` with a message containing `text`.
+bool refused_naming(const AttentionSpec& spec, const TileConfig& c, const Target& t, const std::string& text) {
+  try {
+    plan_forward(analyze_spec(spec), c, t);
+  } catch (const Error& e) {
+    return std::string(e.what()).find(text) != std::string::npos;
+  }
+  return false;
 }
 
 }  // namespace
@@ -493,12 +504,7 @@ TEST_CASE("pipeline: d = 64 runs 128 rows on 96-key tiles, two CTAs per SM, wher
   CHECK(heuristic("causal", sm90, 128) == "bm128_bn128_w8_s2");
   // 96-key tiles anywhere else are refused, naming the one kernel that has them.
   auto refused = [](int d, const TileConfig& c, const Target& t) {
-    try {
-      plan_forward(analyze_spec(spec_of(d, "causal")), c, t);
-    } catch (const Error& e) {
-      return std::string(e.what()).find("block_n 96 is built for one kernel only") != std::string::npos;
-    }
-    return false;
+    return refused_naming(spec_of(d, "causal"), c, t, "block_n 96 is built for one kernel only");
   };
   const TileConfig t96{128, 96, 8, 2};
   CHECK(refused(128, t96, sm90));
@@ -509,6 +515,39 @@ TEST_CASE("pipeline: d = 64 runs 128 rows on 96-key tiles, two CTAs per SM, wher
   CHECK(refused(64, t96, no_tma));
   CHECK(refused(64, t96, Target{"sm_80"}));
   CHECK_FALSE(refused(64, t96, sm90));
+}
+
+TEST_CASE("pipeline: 176-key tiles are d = 128's producer kernel's alone, with one Q buffer and O stored directly",
+          "[pipeline]") {
+  const Target sm90{"sm_90a"};
+  const TileConfig t176{128, 176, 8, 2};
+  for (const char* mask : {"none", "causal"}) {
+    INFO(mask);
+    const ForwardPlan p = plan_forward(analyze_spec(spec_of(128, mask)), t176, sm90);
+    CHECK(p.producer);
+    CHECK(p.tma);
+    CHECK(p.rotated);
+    // Q, two stages of 176-key K and V tiles: 208 KB; neither a second Q buffer nor a staging buffer
+    // for O fits beside them.
+    CHECK(p.q_buffers == 1);
+    CHECK_FALSE(p.staged_store);
+    CHECK(p.shared_bytes <= max_shared_bytes("sm_90a"));
+  }
+  CHECK(forward_heuristic(*analyze_spec(spec_of(128, "none")), sm90, nullptr).str() == "bm128_bn128_w8_s2");
+  auto refused = [](int d, const TileConfig& c, const Target& t) {
+    return refused_naming(spec_of(d, "none"), c, t, "block_n 176 is built for one kernel only");
+  };
+  Target split = sm90, no_tma = sm90, driver = sm90;
+  split.split_kv = true;
+  no_tma.tma = false;
+  driver.moves_registers = false;
+  CHECK(refused(64, t176, sm90));
+  CHECK(refused(128, TileConfig{64, 176, 4, 2}, sm90));
+  CHECK(refused(128, t176, split));
+  CHECK(refused(128, t176, no_tma));
+  CHECK(refused(128, t176, driver));
+  CHECK(refused(128, t176, Target{"sm_80"}));
+  CHECK_FALSE(refused(128, t176, sm90));
 }
 
 TEST_CASE(

@@ -222,3 +222,41 @@ TEST_CASE("forward: with autotune off, masked walks over at most 1024 keys leave
   CHECK_FALSE(forward_shape_heuristic(*spec(128, "causal"), sm90, 1024, 1024, nullptr));
   CHECK_FALSE(forward_shape_heuristic(*spec(64, "window(255, 0)"), sm90, 1024, 1024, nullptr));
 }
+
+TEST_CASE("forward: with autotune off, unmasked walks over more than 8192 keys at d = 128 take 176-key tiles",
+          "[split]") {
+  auto spec = [](int d_qk, int d_v, const std::string& mask, const std::string& score = "") {
+    AttentionSpec s;
+    s.head_dim_qk = d_qk;
+    s.head_dim_v = d_v;
+    s.mask = mask;
+    s.score = score;
+    return analyze_spec(s);
+  };
+  const Target sm90{"sm_90a"};
+  std::string why;
+  for (int64_t keys : {8193, 16384, 131072}) {
+    INFO(keys << " keys");
+    const std::optional<TileConfig> c = forward_shape_heuristic(*spec(128, 128, "none"), sm90, 4096, keys, &why);
+    REQUIRE(c);
+    CHECK(c->str() == "bm128_bn176_w8_s2");
+    CHECK_THAT(why, Catch::Contains("long-walk heuristic") && Catch::Contains("more than 8192 keys"));
+  }
+  CHECK_FALSE(forward_shape_heuristic(*spec(128, 128, "none"), sm90, 4096, 8192, nullptr));  // 8k: the table's tile
+  // Decode keeps its own row, whatever the walk's length.
+  REQUIRE(forward_shape_heuristic(*spec(128, 128, "none"), sm90, 64, 16384, nullptr));
+  CHECK(forward_shape_heuristic(*spec(128, 128, "none"), sm90, 64, 16384, nullptr)->str() == "bm64_bn128_w4_s2");
+  // Not measured, or not the producer kernel's form: the table.
+  CHECK_FALSE(forward_shape_heuristic(*spec(128, 128, "causal"), sm90, 16384, 16384, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*spec(128, 128, "none", "30 * tanh(score / 30)"), sm90, 16384, 16384, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*spec(128, 64, "none"), sm90, 16384, 16384, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*spec(64, 64, "none"), sm90, 16384, 16384, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*spec(256, 256, "none"), sm90, 16384, 16384, nullptr));
+  Target split = sm90, packed = sm90, no_tma = sm90, driver = sm90;
+  split.split_kv = true;
+  packed.pack_gqa = 4;
+  no_tma.tma = false;
+  driver.moves_registers = false;
+  for (const Target& t : {split, packed, no_tma, driver, Target{"sm_80"}})
+    CHECK_FALSE(forward_shape_heuristic(*spec(128, 128, "none"), t, 16384, 16384, nullptr));
+}
