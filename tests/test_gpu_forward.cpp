@@ -32,7 +32,7 @@ void run_matrix(DType dt, int d, const std::string& mask) {
   }
 }
 
-// A launch of autotune off's shape rows: `mask` at d × d over seq × seq keys, batch 2 × `heads`.
+// One launch for check_shape_row: its mask, its length (queries and keys) and the config it should run.
 struct ShapeRow {
   const char* mask;
   int64_t seq;
