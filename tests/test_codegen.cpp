@@ -254,6 +254,29 @@ TEST_CASE("codegen: the matrix of masks, scores and head dims assembles with ten
   if (ptxas.empty()) SKIP_TEST("ptxas not found: the PTX was checked but not assembled");
 }
 
+TEST_CASE("codegen: d = 128's 176-key kernels assemble without spills or serialised wgmma", "[codegen][ptxas]") {
+  // The long-walk row's tile (forward_shape_heuristic) is not the table's, so the matrix above never
+  // builds it. At 192 keys ptxas 13.0 serialises the wgmma pipeline for want of registers (C7512;
+  // docs/perf-notes.md §54); 176 keys must stay clear of that in the forms plan_forward allows.
+  const std::string ptxas = ptxas_path();
+  test::TempDir dir;
+  CompileOptions o;
+  o.config = TileConfig{128, 176, 8, 2};
+  for (const AttentionSpec& s :
+       {make(DType::bf16, 128, "none"), make(DType::f16, 128, "none"), make(DType::bf16, 128, "causal"),
+        test::with_score(make(DType::bf16, 128, "none"), "30 * tanh(score / 30)")}) {
+    const CompiledKernel k = compile_to_ptx(s, o);
+    INFO(s.canonical() << k.description);
+    CHECK_THAT(k.description,
+               Catch::Contains("+producer") && Catch::Contains("+tma") && Catch::Contains("bm128_bn176_w8_s2"));
+    if (ptxas.empty()) continue;
+    const std::string report = test::check_assembles(ptxas, dir.path, k);
+    INFO(report);
+    CHECK_THAT(report, Catch::Contains("0 bytes spill stores, 0 bytes spill loads"));
+  }
+  if (ptxas.empty()) SKIP_TEST("ptxas not found: the PTX was checked but not assembled");
+}
+
 TEST_CASE("codegen: with FLASHJIT_MMA=sync the matrix is mma.sync + ldmatrix + cp.async on sm_90a", "[codegen][ptxas]") {
   // Through the CLI (`flashjit compile --emit ptx`, `ptxas -arch=sm_90a -v`): on sm_90a the default
   // instruction is wgmma (test above); the mma.sync template is what FLASHJIT_MMA=sync selects
