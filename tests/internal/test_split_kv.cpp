@@ -1,5 +1,5 @@
 // Split-KV's host side: the automatic split count (runtime/split_kv.cpp, FlashAttention-2's rule)
-// the check of ForwardArgs::num_splits, the decode heuristic's config, the grid's query tiles, and
+// the check of ForwardArgs::num_splits, the shape rows' configs, the grid's query tiles, and
 // the combine's equations on host data. The kernels are tested on the GPU
 // (tests/test_gpu_split_kv.cpp).
 #include <catch2/catch.hpp>
@@ -16,6 +16,21 @@
 
 using namespace flashjit;
 using rt::auto_splits;
+
+namespace {
+
+// The analysed spec of the shape rows' tests: head dims, mask and score (AttentionSpec's defaults:
+// no mask, the plain score).
+AnalyzedSpecPtr row_spec(int d_qk, int d_v, const std::string& mask = "none", const std::string& score = "score") {
+  AttentionSpec s;
+  s.head_dim_qk = d_qk;
+  s.head_dim_v = d_v;
+  s.mask = mask;
+  s.score = score;
+  return analyze_spec(s);
+}
+
+}  // namespace
 
 TEST_CASE("split-KV: a launch that fills the GPU is never split", "[split]") {
   // 64 sequences × 32 heads × 1 query tile = 2048 CTAs on 132 SMs.
@@ -171,11 +186,6 @@ TEST_CASE("split-KV: the combine's equations merge key ranges into the unsplit a
 }
 
 TEST_CASE("split-KV: with autotune off, decode shapes at 64 < d <= 128 take one warpgroup of 64 rows", "[split]") {
-  auto spec = [](int d) {
-    AttentionSpec s;
-    s.head_dim_qk = s.head_dim_v = d;
-    return analyze_spec(s);
-  };
   const Target sm90{"sm_90a"}, sm80{"sm_80"};
   Target sync = sm90;
   sync.allow_wgmma = false;
@@ -183,80 +193,70 @@ TEST_CASE("split-KV: with autotune off, decode shapes at 64 < d <= 128 take one 
   for (int d : {72, 96, 128})
     for (int64_t rows : {1, 4, 16, 64}) {
       INFO("d=" << d << " rows " << rows);
-      const std::optional<TileConfig> c = forward_shape_heuristic(*spec(d), sm90, rows, 8192, &why);
+      const std::optional<TileConfig> c = forward_shape_heuristic(*row_spec(d, d), sm90, rows, 8192, &why);
       REQUIRE(c);
       CHECK(c->str() == "bm64_bn128_w4_s2");  // the table's 128-key tiles and stages, 4 warps
       CHECK_THAT(why, Catch::Contains("decode heuristic") && Catch::Contains("at most 64 query rows"));
     }
-  CHECK_FALSE(forward_shape_heuristic(*spec(128), sm90, 65, 8192, nullptr));  // more than a tile of rows: the table
+  CHECK_FALSE(
+      forward_shape_heuristic(*row_spec(128, 128), sm90, 65, 8192, nullptr));  // more than a tile of rows: the table
   // d = 64: the table's 128 × 96 tile shares K/V between 128 rows; decode keeps 64 × 128.
-  REQUIRE(forward_shape_heuristic(*spec(64), sm90, 1, 8192, nullptr));
-  CHECK(forward_shape_heuristic(*spec(64), sm90, 1, 8192, nullptr)->str() == "bm64_bn128_w4_s2");
-  CHECK_FALSE(forward_shape_heuristic(*spec(32), sm90, 1, 8192, nullptr));   // the table's row has 64 already
-  CHECK_FALSE(forward_shape_heuristic(*spec(256), sm90, 1, 8192, nullptr));  // not measured there
-  CHECK_FALSE(forward_shape_heuristic(*spec(128), sm80, 1, 8192, nullptr));  // mma.sync: the table
-  CHECK_FALSE(forward_shape_heuristic(*spec(128), sync, 1, 8192, nullptr));
+  REQUIRE(forward_shape_heuristic(*row_spec(64, 64), sm90, 1, 8192, nullptr));
+  CHECK(forward_shape_heuristic(*row_spec(64, 64), sm90, 1, 8192, nullptr)->str() == "bm64_bn128_w4_s2");
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(32, 32), sm90, 1, 8192, nullptr));    // the table's row has 64 already
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(256, 256), sm90, 1, 8192, nullptr));  // not measured there
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(128, 128), sm80, 1, 8192, nullptr));  // mma.sync: the table
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(128, 128), sync, 1, 8192, nullptr));
 }
 
 TEST_CASE("forward: with autotune off, masked walks over at most 1024 keys leave d = 64's 96-key tiles", "[split]") {
-  auto spec = [](int d, const std::string& mask) {
-    AttentionSpec s;
-    s.head_dim_qk = s.head_dim_v = d;
-    s.mask = mask;
-    return analyze_spec(s);
-  };
   const Target sm90{"sm_90a"};
   std::string why;
-  REQUIRE(forward_heuristic(*spec(64, "causal"), sm90, nullptr).str() == "bm128_bn96_w8_s2");
+  REQUIRE(forward_heuristic(*row_spec(64, 64, "causal"), sm90, nullptr).str() == "bm128_bn96_w8_s2");
   for (const char* mask : {"causal", "causal_br", "window(2047, 0)"})
     for (int64_t keys : {17, 1000, 1024}) {
       INFO(mask << ", " << keys << " keys");
-      const std::optional<TileConfig> c = forward_shape_heuristic(*spec(64, mask), sm90, 1024, keys, &why);
+      const std::optional<TileConfig> c = forward_shape_heuristic(*row_spec(64, 64, mask), sm90, 1024, keys, &why);
       REQUIRE(c);
       CHECK(c->str() == "bm64_bn128_w4_s2");
       CHECK_THAT(why, Catch::Contains("short-walk heuristic") && Catch::Contains("at most 1024 keys"));
     }
-  CHECK_FALSE(forward_shape_heuristic(*spec(64, "causal"), sm90, 1025, 1025, nullptr));  // longer: the table's 96 keys
-  CHECK_FALSE(forward_shape_heuristic(*spec(64, "none"), sm90, 1024, 1024, nullptr));    // unmasked: 96 keys (+1%)
+  CHECK_FALSE(
+      forward_shape_heuristic(*row_spec(64, 64, "causal"), sm90, 1025, 1025, nullptr));  // longer: the table's 96 keys
+  CHECK_FALSE(
+      forward_shape_heuristic(*row_spec(64, 64, "none"), sm90, 1024, 1024, nullptr));  // unmasked: 96 keys (+1%)
   // Where the table has no 96-key tile, the row is the table's: d = 128, and d = 64's short windows.
-  CHECK_FALSE(forward_shape_heuristic(*spec(128, "causal"), sm90, 1024, 1024, nullptr));
-  CHECK_FALSE(forward_shape_heuristic(*spec(64, "window(255, 0)"), sm90, 1024, 1024, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(128, 128, "causal"), sm90, 1024, 1024, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(64, 64, "window(255, 0)"), sm90, 1024, 1024, nullptr));
 }
 
 TEST_CASE("forward: with autotune off, unmasked walks over more than 8192 keys at d = 128 take 176-key tiles",
           "[split]") {
-  auto spec = [](int d_qk, int d_v, const std::string& mask, const std::string& score = "") {
-    AttentionSpec s;
-    s.head_dim_qk = d_qk;
-    s.head_dim_v = d_v;
-    s.mask = mask;
-    s.score = score;
-    return analyze_spec(s);
-  };
   const Target sm90{"sm_90a"};
   std::string why;
   for (int64_t keys : {8193, 16384, 131072}) {
     INFO(keys << " keys");
-    const std::optional<TileConfig> c = forward_shape_heuristic(*spec(128, 128, "none"), sm90, 4096, keys, &why);
+    const std::optional<TileConfig> c = forward_shape_heuristic(*row_spec(128, 128, "none"), sm90, 4096, keys, &why);
     REQUIRE(c);
     CHECK(c->str() == "bm128_bn176_w8_s2");
     CHECK_THAT(why, Catch::Contains("long-walk heuristic") && Catch::Contains("more than 8192 keys"));
   }
-  CHECK_FALSE(forward_shape_heuristic(*spec(128, 128, "none"), sm90, 4096, 8192, nullptr));  // 8k: the table's tile
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(128, 128, "none"), sm90, 4096, 8192, nullptr));  // 8k: the table's tile
   // Decode keeps its own row, whatever the walk's length.
-  REQUIRE(forward_shape_heuristic(*spec(128, 128, "none"), sm90, 64, 16384, nullptr));
-  CHECK(forward_shape_heuristic(*spec(128, 128, "none"), sm90, 64, 16384, nullptr)->str() == "bm64_bn128_w4_s2");
+  REQUIRE(forward_shape_heuristic(*row_spec(128, 128, "none"), sm90, 64, 16384, nullptr));
+  CHECK(forward_shape_heuristic(*row_spec(128, 128, "none"), sm90, 64, 16384, nullptr)->str() == "bm64_bn128_w4_s2");
   // Not measured, or not the producer kernel's form: the table.
-  CHECK_FALSE(forward_shape_heuristic(*spec(128, 128, "causal"), sm90, 16384, 16384, nullptr));
-  CHECK_FALSE(forward_shape_heuristic(*spec(128, 128, "none", "30 * tanh(score / 30)"), sm90, 16384, 16384, nullptr));
-  CHECK_FALSE(forward_shape_heuristic(*spec(128, 64, "none"), sm90, 16384, 16384, nullptr));
-  CHECK_FALSE(forward_shape_heuristic(*spec(64, 64, "none"), sm90, 16384, 16384, nullptr));
-  CHECK_FALSE(forward_shape_heuristic(*spec(256, 256, "none"), sm90, 16384, 16384, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(128, 128, "causal"), sm90, 16384, 16384, nullptr));
+  CHECK_FALSE(
+      forward_shape_heuristic(*row_spec(128, 128, "none", "30 * tanh(score / 30)"), sm90, 16384, 16384, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(128, 64, "none"), sm90, 16384, 16384, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(64, 64, "none"), sm90, 16384, 16384, nullptr));
+  CHECK_FALSE(forward_shape_heuristic(*row_spec(256, 256, "none"), sm90, 16384, 16384, nullptr));
   Target split = sm90, packed = sm90, no_tma = sm90, driver = sm90;
   split.split_kv = true;
   packed.pack_gqa = 4;
   no_tma.tma = false;
   driver.moves_registers = false;
   for (const Target& t : {split, packed, no_tma, driver, Target{"sm_80"}})
-    CHECK_FALSE(forward_shape_heuristic(*spec(128, 128, "none"), t, 16384, 16384, nullptr));
+    CHECK_FALSE(forward_shape_heuristic(*row_spec(128, 128, "none"), t, 16384, 16384, nullptr));
 }
