@@ -65,10 +65,10 @@ class KernelDispatch {
   // `config` for `target`, compiled and loaded (no lock taken), its config_reason `reason`.
   std::unique_ptr<Loaded> load(const Target& target, const TileConfig& config, std::string reason) const;
   Choice choose(const ForwardArgs& args, const autotune::TuningKey& key) const;
-  // Autotune off, a shape the table's row does not serve (decode, short masked walks, long unmasked ones): the
-  // heuristic's config for it (forward_shape_heuristic), its module loaded on first use; nothing
-  // where the table's config serves, or while `args.stream` captures a graph and the module is not
-  // loaded yet (with a warning).
+  // Autotune off, a shape the table's row does not serve (decode, short masked walks, long unmasked
+  // ones): the heuristic's config for it (forward_shape_heuristic), its module loaded on first use;
+  // nothing where the table's config serves, or while `args.stream` captures a graph and the module
+  // is not loaded yet (with a warning).
   std::optional<Choice> shape_choice(const ForwardArgs& args) const;
   // The config for the bucket and why: a stored tuning, a tuning now, or the base's.
   // `*splits`: the tuning's split-KV count (0: automatic); `*tuned`: set when a tuning chose it.
