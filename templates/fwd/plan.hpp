@@ -95,7 +95,9 @@ struct ForwardPlan {
   // the stale max, so the result is exact; P stays below 2^grow_at. Set in producer plans whose S
   // and O take 192 or more registers per thread (d = 256 with 128-key tiles): O's 128 multiplies,
   // in a branch, no longer interleave with the softmax, and ptxas fits the walk (300 B of spills
-  // without it at 232 registers). Alone, at every head dim, it measured flat (docs/perf-notes.md §37).
+  // without it at 232 registers). Alone, at every head dim, it measured flat on the H200 (docs/
+  // perf-notes.md §37); at the H100's power limit it gains on the unmasked walks of d = 64's 96-key
+  // and d = 128's 176-key tiles, where plan_forward sets it too (§55).
   float grow_at = 0.f;
   // Persistent with two Q buffers (d_v 64 or 128), or with one at d_v = 256 (stage_in_v or
   // stage_in_q), and the CTA-wide TMA walk at d_v = 64 (stage_in_q, tma_store): O goes out through

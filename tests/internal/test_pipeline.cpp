@@ -517,6 +517,30 @@ TEST_CASE("pipeline: d = 64 runs 128 rows on 96-key tiles, two CTAs per SM, wher
   CHECK_FALSE(refused(64, t96, sm90));
 }
 
+TEST_CASE("pipeline: the lazy rescale runs on the unmasked walks of 96- and 176-key tiles, where it measured faster",
+          "[pipeline]") {
+  const Target sm90{"sm_90a"};
+  auto grow_at = [&](int d, const std::string& mask, const TileConfig& c, const std::string& score = "") {
+    AttentionSpec s = spec_of(d, mask);
+    if (!score.empty()) s.score = score;
+    return plan_forward(analyze_spec(s), c, sm90).grow_at;
+  };
+  const TileConfig t96{128, 96, 8, 2}, t176{128, 176, 8, 2}, t128{128, 128, 8, 2};
+  CHECK(grow_at(64, "none", t96) == 8.f);
+  CHECK(grow_at(128, "none", t176) == 8.f);
+  // Masked walks (flat at d = 64, slower at d = 128), a score modifier (not measured) and d = 128's
+  // 128-key tiles (flat) rescale O at every step.
+  CHECK(grow_at(64, "causal", t96) == 0.f);
+  CHECK(grow_at(128, "causal", t176) == 0.f);
+  CHECK(grow_at(128, "none", t176, "30 * tanh(score / 30)") == 0.f);
+  CHECK(grow_at(128, "none", t128) == 0.f);
+  CHECK(grow_at(64, "none", TileConfig{64, 128, 4, 2}) == 0.f);
+  CompileOptions o;
+  o.config = t96;
+  const std::string ptx = compile_to_ptx(spec_of(64, "none"), o).ptx;
+  CHECK(ptx.find("vote.sync.any.pred") != std::string::npos);
+}
+
 TEST_CASE("pipeline: 176-key tiles are d = 128's producer kernel's alone, with one Q buffer and O stored directly",
           "[pipeline]") {
   const Target sm90{"sm_90a"};
@@ -623,6 +647,7 @@ TEST_CASE(
   CHECK(count(narrow_ptx, "wgmma.mma_async.sync.aligned.m64n256k16") == 4);
   const std::string d128 = compile_to_ptx(spec_of(128, "none")).ptx;
   CHECK(count(d128, "m64n256k16") == 0);
+  CHECK(count(d128, "vote.sync") == 0);
   CHECK(count(d128, "wgmma.mma_async.sync.aligned.m64n128k16") == 32);
   CHECK(count(d128, "m64n64k16") == 0);
   CompileOptions backward;
