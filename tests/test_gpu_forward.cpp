@@ -174,6 +174,34 @@ TEST_CASE("gpu forward: d=256 lazy rescale, with a row max that grows across the
   }
 }
 
+// The same rescale on the unmasked walks of d = 64's 96-key and d = 128's 176-key tiles, which
+// take no score modifier to ramp the max: a scale of 1 lets outlier keys raise it past 2^8 at
+// random tiles of a walk of 12–22 tiles.
+TEST_CASE("gpu forward: lazy rescale on unmasked 96- and 176-key walks, scale 1", "[gpu][forward]") {
+  REQUIRE_GPU_OR_SKIP();
+  Runtime rt = Runtime::create(0);
+  if (rt.device().arch() != "sm_90a") SKIP_TEST("96- and 176-key tiles are built for wgmma only");
+  uint64_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  const struct {
+    DType dtype;
+    int d, block_n;
+    int64_t seq;
+  } cases[] = {{DType::bf16, 64, 96, 2048},
+               {DType::f16, 64, 96, 1111},
+               {DType::bf16, 128, 176, 2048},
+               {DType::f16, 128, 176, 2100}};
+  for (const auto& k : cases) {
+    Case c = Case::of(make_spec(k.dtype, k.d, k.d, "none"), k.seq, k.seq, 2, 8, 8);
+    c.config = TileConfig{128, k.block_n, 8, 2};
+    c.scale = 1.f;
+    const ref::Verdict v = run_case(rt, c, seed++);
+    INFO("d " << k.d << " block_n " << k.block_n << " seq " << k.seq << ": " << v.message);
+    CHECK(v.ok);
+    CHECK(v.nan_count == 0);
+  }
+}
+
 // Autotune off at d = 64: masked walks over at most 1024 keys run the short-walk row (64 × 128),
 // longer and unmasked ones the table's 96-key tile; each is checked against the fp64 reference.
 // 2 × 16 heads give at least 256 query tiles, enough CTAs that no launch splits the keys (a
