@@ -176,7 +176,8 @@ TEST_CASE("gpu forward: d=256 lazy rescale, with a row max that grows across the
 
 // The same rescale on the unmasked walks of d = 64's 96-key and d = 128's 176-key tiles, which
 // take no score modifier to ramp the max: a scale of 1 lets outlier keys raise it past 2^8 at
-// random tiles of a walk of 12–22 tiles.
+// random tiles of a walk of 12–22 tiles. 2 × 16 heads give enough query tiles that no launch
+// splits the keys, which would take another tile.
 TEST_CASE("gpu forward: lazy rescale on unmasked 96- and 176-key walks, scale 1", "[gpu][forward]") {
   REQUIRE_GPU_OR_SKIP();
   Runtime rt = Runtime::create(0);
@@ -192,11 +193,19 @@ TEST_CASE("gpu forward: lazy rescale on unmasked 96- and 176-key walks, scale 1"
                {DType::bf16, 128, 176, 2048},
                {DType::f16, 128, 176, 2100}};
   for (const auto& k : cases) {
-    Case c = Case::of(make_spec(k.dtype, k.d, k.d, "none"), k.seq, k.seq, 2, 8, 8);
+    Case c = Case::of(make_spec(k.dtype, k.d, k.d, "none"), k.seq, k.seq, 2, 16, 16);
     c.config = TileConfig{128, k.block_n, 8, 2};
     c.scale = 1.f;
+    INFO("d " << k.d << " block_n " << k.block_n << " seq " << k.seq);
+    CompileOptions opts;
+    opts.config = c.config;
+    Kernel kernel = rt.compile(c.spec, opts);
+    CHECK_THAT(kernel.compiled().description, Catch::Contains("+lazy-rescale"));
+    std::unique_ptr<test::DeviceProblem> dp = test::upload_problem(rt, c, seed);
+    const std::string launch = kernel.describe_launch(dp->args);
+    CHECK_THAT(launch, Catch::Contains("config " + c.config->str()) && !Catch::Contains("split-KV"));
     const ref::Verdict v = run_case(rt, c, seed++);
-    INFO("d " << k.d << " block_n " << k.block_n << " seq " << k.seq << ": " << v.message);
+    INFO(v.message);
     CHECK(v.ok);
     CHECK(v.nan_count == 0);
   }
