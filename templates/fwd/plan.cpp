@@ -334,9 +334,9 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   p.shared_bytes = p.smem.total + (p.smem_align > 1 ? p.smem_align : 0);
   p.last_tile_first = p.spec->mask && !target.split_kv && !target.varlen;
   // The lazy rescale on the unmasked walks of d = 64's 96-key and d = 128's 176-key tiles: +0.9%
-  // and +1.3% in sustained runs at the power limit, where O's multiplies, a step's every row, are
-  // energy the card no longer spends (docs/perf-notes.md §55). Flat on d = 128's 128-key tiles and
-  // on d = 64 causal; 2.4% slower on causal 176-key walks.
+  // and +1.3% in sustained runs at the H100's power limit, where each of O's multiplies skipped is
+  // power the clock gets back (docs/perf-notes.md §55). Flat on d = 128's 128-key tiles and on
+  // d = 64 causal; 2.4% slower on causal 176-key walks.
   if (p.wgmma && !p.spec->mask && !p.spec->score && (shared_key_tiles(c) || wide_key_tiles(c))) p.grow_at = 8.f;
   p.dependent_launch = target.split_kv && combine_waits_on_device(target.sm());
   p.producer = !producer_blocker(p);
