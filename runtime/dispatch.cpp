@@ -71,10 +71,10 @@ KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
 }
 
 std::optional<KernelDispatch::Choice> KernelDispatch::shape_choice(const ForwardArgs& args) const {
-  const int64_t group = args.heads_kv > 0 ? args.heads_q / args.heads_kv : 1;
   std::string reason;
   const std::optional<TileConfig> config =
-      forward_shape_heuristic(*source_.spec, source_.target, int64_t(args.seq_q) * group, args.seq_kv, &reason);
+      forward_shape_heuristic(*source_.spec, source_.target,
+                              query_rows_per_kv_head(args.seq_q, args.heads_q, args.heads_kv), args.seq_kv, &reason);
   if (!config || autotune::same_config(*config, base_->config)) return std::nullopt;
   // Two rows may share a module (decode and short walks); each launch reports its own row's reason
   // (one text per row, so shape_whys_ stays small).

@@ -167,11 +167,12 @@ TuneOutcome tune_shape(const std::shared_ptr<Context>& ctx, const TuneJob& job) 
   // forward's decode, short-walk and long-walk rows), so that config is always timed. A paged
   // tuning's launches take the paged form, which none of the forward's rows serves.
   const ProblemShape& shape = job.shape;
-  const int64_t group = shape.heads_kv > 0 ? shape.heads_q / shape.heads_kv : 1;
   Target form = job.source.target;
   form.paged = job.page_size > 0;
   out.heuristic = job.backward ? backward_heuristic_for(job.source.spec, job.source.target, shape, job.params, nullptr)
-                               : forward_shape_heuristic(spec, form, shape.seq_q * group, shape.seq_kv, nullptr)
+                               : forward_shape_heuristic(
+                                     spec, form, query_rows_per_kv_head(shape.seq_q, shape.heads_q, shape.heads_kv),
+                                     shape.seq_kv, nullptr)
                                      .value_or(kernel_template.heuristic(spec, job.source.target, nullptr));
   std::unique_ptr<CandidateBench> bench = job.backward ? make_backward_bench(runtime, ctx, job)
                                                        : std::make_unique<TuneBench>(runtime, ctx, job);

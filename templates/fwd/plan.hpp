@@ -182,6 +182,12 @@ TileConfig forward_heuristic(const AnalyzedSpec& spec, const Target& target, std
 std::optional<TileConfig> forward_shape_heuristic(const AnalyzedSpec& spec, const Target& target, int64_t rows,
                                                   int64_t keys, std::string* reason);
 
+// forward_shape_heuristic's `rows` for a launch: seq_q × the GQA group (heads_q / heads_kv). The
+// dispatch and the tuner's centre both ask it, so autotune off and a tuning agree on the row.
+inline int64_t query_rows_per_kv_head(int64_t seq_q, int64_t heads_q, int64_t heads_kv) {
+  return seq_q * (heads_kv > 0 ? heads_q / heads_kv : 1);
+}
+
 // Why this spec's forward cannot pack a GQA group's query heads into one CTA, or nothing: packed
 // rows hold several query heads, so neither the mask nor the score may read the query head `h`,
 // and the block map (masks that read tensors) lists key tiles per one head's query tile.
