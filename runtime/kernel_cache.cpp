@@ -55,12 +55,13 @@ std::string compile_cache_key(const KernelKey& key, int driver_version, const st
 }
 
 KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stages, const KernelCacheSettings& settings,
-                         const Linker& link) {
+                         const Linker& link, const std::function<void()>& before_llvm) {
   Counters& n = counters();
   KernelBuild b;
   const std::string config = planned.config.str();
   auto compile = [&] {
     ++n.llvm_compiles;
+    if (link && before_llvm) before_llvm();
     b.compiled = compile_planned(planned, stages);
     if (link) {
       LinkResult l = link(b.compiled);
@@ -204,6 +205,11 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
   const Assembler& as = assembler(info.driver_version);
   m.assembler = as.id();
   std::optional<LoadedModule> fresh;
+  // ptxas, started on a miss before LLVM runs, loads while the PTX is generated (support/ptxas.hpp).
+  std::optional<ptxas::Job> early;
+  auto start_assembler = [&] {
+    if (!as.ptxas.empty()) early.emplace(as.ptxas, planned.target.arch, /*want_cubin=*/true);
+  };
   // Shared memory beyond the device's opt-in limit is a spec error, before the driver sees it.
   auto check_smem = [&](const CompiledKernel& c) {
     if (c.shared_bytes > info.shared_per_block_optin)
@@ -220,7 +226,8 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
       const std::string dir = stages.override_dir + "/" + c.key;
       if (std::filesystem::is_directory(dir, ec) && !std::filesystem::is_empty(dir, ec)) overrides = dir;
     }
-    fresh = load_module(as, c, overrides);
+    fresh = load_module(as, c, overrides, early ? &*early : nullptr);
+    early.reset();
     LinkResult r;
     r.cubin = fresh->cubin;
     return r;  // registers/spills are read below, for hits and misses alike
@@ -228,7 +235,7 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
   KernelCacheSettings settings;
   settings.driver_version = info.driver_version;
   settings.assembler = as.id();
-  KernelBuild b = build_kernel(planned, stages, settings, link);
+  KernelBuild b = build_kernel(planned, stages, settings, link, start_assembler);
   m.compiled = std::move(b.compiled);
   m.cache_hit = b.cache_hit;
   m.cache_status = b.cache_status;
@@ -241,7 +248,7 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
       log::warn("compile cache entry " + b.key_hash.substr(0, 16) + " (" + m.compiled.key + ") does not load: " +
                 e.what() + "; compiling the kernel again and replacing the entry");
       settings.read = false;
-      b = build_kernel(planned, stages, settings, link);
+      b = build_kernel(planned, stages, settings, link, start_assembler);
       m.compiled = std::move(b.compiled);
       m.cache_hit = false;
       m.cache_status = b.cache_status + " (the cached cubin did not load)";

@@ -59,8 +59,10 @@ std::string compile_cache_key(const KernelKey& key, int driver_version, const st
 // dir is set; skips the read (still stores) when a dump dir is set, so the stages get dumped. A
 // hit whose cubin is empty (stored compile-only) is linked now and rewritten. A failed cache
 // write is a warning. Errors of the compile itself propagate unchanged.
+// `before_llvm`, when set, runs each time LLVM is about to run, so that an assembler can start
+// loading while the PTX is generated (support/ptxas.hpp's Job).
 KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stages, const KernelCacheSettings& settings,
-                         const Linker& link);
+                         const Linker& link, const std::function<void()>& before_llvm = {});
 
 // Process-wide counters (tests, `flashjit info`, the docs' "what a user sees").
 struct KernelCacheCounters {

@@ -28,10 +28,11 @@ void load_functions(LoadedModule& out, const CompiledKernel& c) {
 namespace {
 
 // ptxas' cubin for the kernel's PTX and architecture, or the error load_module would give.
-LoadedModule assemble_with_ptxas(const Assembler& as, const CompiledKernel& c, const std::string& override_dir) {
+LoadedModule assemble_with_ptxas(const Assembler& as, const CompiledKernel& c, const std::string& override_dir,
+                                 ptxas::Job* early) {
   LoadedModule out;
   const std::string& entry = c.entry;
-  ptxas::Result r = ptxas::assemble(as.ptxas, c.ptx, c.arch, /*want_cubin=*/true);
+  ptxas::Result r = early ? early->finish(c.ptx) : ptxas::assemble(as.ptxas, c.ptx, c.arch, /*want_cubin=*/true);
   const std::string hint = "\n(FLASHJIT_PTXAS=driver has the driver's JIT assemble it instead)";
   if (!r.ok && !override_dir.empty())
     throw Error(ErrorKind::usage, as.id() + " (" + as.ptxas + ") could not assemble kernel " + entry +
@@ -47,11 +48,12 @@ LoadedModule assemble_with_ptxas(const Assembler& as, const CompiledKernel& c, c
 
 }  // namespace
 
-LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir) {
+LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir,
+                         ptxas::Job* early) {
   const cu::Driver& d = cu::driver();
   const std::string &ptx = c.ptx, &entry = c.entry;
   if (!as.ptxas.empty()) {
-    LoadedModule out = assemble_with_ptxas(as, c, override_dir);
+    LoadedModule out = assemble_with_ptxas(as, c, override_dir, early);
     const auto t1 = std::chrono::steady_clock::now();
     load_functions(out, c);
     out.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();

@@ -5,6 +5,7 @@
 
 #include "runtime/assembler.hpp"
 #include "runtime/context.hpp"
+#include "support/ptxas.hpp"
 
 namespace flashjit::rt {
 
@@ -26,8 +27,10 @@ struct LoadedModule {
 // says how to bypass), or, when `override_dir` is the folder of this kernel's FLASHJIT_OVERRIDE_DIR
 // files, Error(usage) naming that folder (the user's code). Out of device memory while linking or
 // loading is Error(out_of_memory); another load failure is Error(cuda) naming the kernel. Nothing
-// stays loaded after a failure.
-LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir = "");
+// stays loaded after a failure. `early`, when `as` is a ptxas, is that ptxas already started for
+// `c`'s arch (build_kernel's before_llvm); it gets the PTX instead of a new process.
+LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir = "",
+                         ptxas::Job* early = nullptr);
 
 // cuModuleLoadData of `out.cubin` and the functions `c` names (`entry`, and `map_entry` and
 // `combine_entry` when not empty) into `out`; nothing stays loaded on failure. Only functions the

@@ -1,7 +1,9 @@
 #include "support/ptxas.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,7 +15,6 @@
 #include <sstream>
 #include <vector>
 
-#include "support/atomic_file.hpp"
 #include "support/file_read.hpp"
 
 extern char** environ;
@@ -21,27 +22,38 @@ extern char** environ;
 namespace flashjit::ptxas {
 namespace {
 
-// Runs `argv` with stdout and stderr into `log_path`; the exit status (0-255), kSignalled + the
-// signal when one ended it, or -1 when it did not start. Not 128 + the signal, as a shell reports
-// it: ptxas exits with 255 on a bad option, which would read as signal 127.
-constexpr int kSignalled = 256;
-
-int run(const std::vector<std::string>& argv, const std::string& log_path) {
+// Starts `argv` with stdout and stderr into `log_path` and, when `stdin_fd` >= 0, that descriptor
+// as its standard input; the pid, or -1 when it did not start.
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, int stdin_fd) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  if (stdin_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
   posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   pid_t pid = 0;
   const int started = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (started != 0) return -1;
+  return started == 0 ? pid : -1;
+}
+
+// The exit status (0-255) of `pid`, kSignalled + the signal when one ended it, or -1 when it cannot
+// be waited for. Not 128 + the signal, as a shell reports it: ptxas exits with 255 on a bad option,
+// which would read as signal 127.
+constexpr int kSignalled = 256;
+
+int reap(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : kSignalled + WTERMSIG(status);
+}
+
+int run(const std::vector<std::string>& argv, const std::string& log_path) {
+  const pid_t pid = spawn(argv, log_path, -1);
+  return pid < 0 ? -1 : reap(pid);
 }
 
 struct TempDir {
@@ -53,7 +65,7 @@ struct TempDir {
   }
   ~TempDir() {
     if (path.empty()) return;
-    for (const char* f : {"/k.ptx", "/k.cubin", "/log.txt"}) std::remove((path + f).c_str());
+    for (const char* f : {"/k.cubin", "/log.txt"}) std::remove((path + f).c_str());
     ::rmdir(path.c_str());
   }
 };
@@ -100,39 +112,93 @@ Version version(const std::string& path) {
   return v;
 }
 
-Result assemble(const std::string& path, const std::string& ptx, const std::string& arch, bool want_cubin) {
+struct Job::State {
+  TempDir dir;  // first, so that it goes last: after the program is reaped
+  std::string path, out, log;
+  bool want_cubin = false, finished = false;
+  pid_t pid = -1;  // -1: not started, or reaped
+  int sock = -1;   // our end of the program's standard input
+};
+
+// A socket rather than a pipe: send's MSG_NOSIGNAL turns a program that stopped reading (one that
+// exited on a bad option) into an error here instead of a SIGPIPE that would end the caller.
+Job::Job(const std::string& path, const std::string& arch, bool want_cubin) : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.path = path;
+  s.want_cubin = want_cubin;
+  if (s.dir.path.empty()) return;
+  s.out = s.dir.path + "/k.cubin";
+  s.log = s.dir.path + "/log.txt";
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return;
+  s.pid = spawn({path, "-v", "-arch=" + arch, "-o", s.out, "-"}, s.log, fds[1]);
+  ::close(fds[1]);
+  if (s.pid < 0)
+    ::close(fds[0]);
+  else
+    s.sock = fds[0];
+}
+
+Job::~Job() {
+  if (s_->sock >= 0) ::close(s_->sock);
+  if (s_->pid >= 0) {
+    ::kill(s_->pid, SIGKILL);
+    reap(s_->pid);
+  }
+}
+
+Result Job::finish(const std::string& ptx) {
+  State& s = *s_;
   Result r;
-  TempDir dir;
-  if (dir.path.empty()) {
+  if (s.finished) {
+    r.log = "internal error: a ptxas job was finished twice\n";
+    return r;
+  }
+  s.finished = true;
+  if (s.dir.path.empty()) {
     r.log = "cannot create a temporary folder for ptxas under $TMPDIR or /tmp\n";
     return r;
   }
-  const std::string in = dir.path + "/k.ptx", out = dir.path + "/k.cubin", log = dir.path + "/log.txt";
-  try {
-    write_file_atomic(in, ptx);
-  } catch (const std::exception& e) {  // a full /tmp: reported as a ptxas failure, not a truncated input
-    r.log = std::string(e.what()) + "\n";
+  if (s.pid < 0) {
+    r.log = s.path + " could not be started\n";
     return r;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const int status = run({path, "-v", "-arch=" + arch, "-o", out, in}, log);
+  for (size_t at = 0; at < ptx.size();) {
+    const ssize_t n = ::send(s.sock, ptx.data() + at, ptx.size() - at, MSG_NOSIGNAL);
+    if (n > 0)
+      at += size_t(n);
+    else if (n < 0 && errno == EINTR)
+      continue;
+    else
+      break;  // it stopped reading: its exit status and log say why
+  }
+  ::close(s.sock);
+  s.sock = -1;
+  const int status = reap(s.pid);
+  s.pid = -1;
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  r.ran = status >= 0;
-  r.log = read_small(log, 1 << 20);
-  if (!r.ran) r.log += path + " could not be started\n";
+  r.ran = true;
+  r.log = read_small(s.log, 1 << 20);
+  if (status < 0)
+    r.log += s.path + " could not be waited for\n";
   else if (status >= kSignalled)
-    r.log += path + " was ended by signal " + std::to_string(status - kSignalled) + "\n";
+    r.log += s.path + " was ended by signal " + std::to_string(status - kSignalled) + "\n";
   r.ok = status == 0;
-  if (r.ok && want_cubin) {
-    BoundedRead c = read_file_bounded(out, kMaxModuleBytes);
+  if (r.ok && s.want_cubin) {
+    BoundedRead c = read_file_bounded(s.out, kMaxModuleBytes);
     if (c.status != BoundedRead::Status::ok || c.content.empty()) {
       r.ok = false;
-      r.log += "ptxas exited 0 but its cubin " + out + " could not be read\n";
+      r.log += "ptxas exited 0 but its cubin " + s.out + " could not be read\n";
     } else {
       r.cubin = std::move(c.content);
     }
   }
   return r;
+}
+
+Result assemble(const std::string& path, const std::string& ptx, const std::string& arch, bool want_cubin) {
+  return Job(path, arch, want_cubin).finish(ptx);
 }
 
 }  // namespace flashjit::ptxas

@@ -2,6 +2,7 @@
 // cubin. Self-contained POSIX, so that the CLI (its own copy) and the library run it one way.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,25 @@ struct Result {
   std::string cubin;             // when ok and `want_cubin`
   double ms = 0;                 // wall time of the process
 };
-// `path` -v -arch=`arch` on `ptx`, in a private folder under $TMPDIR (else /tmp) that is removed
-// afterwards. No shell: the arguments go to the program as they are.
+// `path` -v -arch=`arch` on `ptx` (its standard input), the cubin written in a private folder under
+// $TMPDIR (else /tmp) that is removed afterwards. No shell: the arguments go to the program as they
+// are. Started before its PTX exists, ptxas loads and initialises (about 40 ms, most of a trivial
+// kernel's run) while the caller generates the PTX: finish() hands it over and waits. A Job never
+// finished is killed and reaped when it goes.
+class Job {
+ public:
+  Job(const std::string& path, const std::string& arch, bool want_cubin);
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+  // Once. Result::ms is the wall time from this call to the program's exit: what the caller waits.
+  Result finish(const std::string& ptx);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
 Result assemble(const std::string& path, const std::string& ptx, const std::string& arch, bool want_cubin);
 
 }  // namespace flashjit::ptxas

@@ -1,8 +1,11 @@
 // Who assembles PTX (FLASHJIT_PTXAS) and the ptxas child process, without a GPU.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "runtime/assembler.hpp"
@@ -86,4 +89,56 @@ TEST_CASE("assembler: an assembler's exit status and a signal that ended it are 
   CHECK(killed.ran);
   CHECK_FALSE(killed.ok);
   CHECK_THAT(killed.log, Catch::Contains("was ended by signal 9"));
+}
+
+TEST_CASE("assembler: a ptxas job started before its PTX gets it whole on stdin, and one never finished is killed",
+          "[assembler]") {
+  test::TempDir d;
+  auto script = [&](const std::string& name, const std::string& body) {
+    const std::string path = d.path + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+    REQUIRE(::chmod(path.c_str(), 0700) == 0);
+    return path;
+  };
+  // Arguments: -v -arch=ARCH -o CUBIN -. This stand-in "assembles" its input into the cubin as it is.
+  std::string big(3 << 20, 'x');  // larger than a socket's buffer: the sends interleave with its reads
+  big.replace(0, std::strlen(kEmptyKernel), kEmptyKernel);
+  {
+    ptxas::Job job(script("copies", "cat > \"$4\""), "sm_80", true);
+    const ptxas::Result r = job.finish(big);
+    CHECK(r.ran);
+    CHECK(r.ok);
+    CHECK(r.cubin == big);
+    CHECK(job.finish(big).log == "internal error: a ptxas job was finished twice\n");
+  }
+  // One that exits before reading: an exit status, not a SIGPIPE that would end this process.
+  const ptxas::Result early = ptxas::Job(script("leaves", "echo no input wanted; exit 3"), "sm_80", true).finish(big);
+  CHECK(early.ran);
+  CHECK_FALSE(early.ok);
+  CHECK_THAT(early.log, Catch::Contains("no input wanted"));
+  // Never finished (LLVM failed meanwhile): the program is killed and reaped, not left running.
+  const std::string pid_file = d.path + "/pid";
+  pid_t pid = 0;
+  {
+    ptxas::Job job(script("waits", "echo $$ > '" + pid_file + "'; exec sleep 30"), "sm_80", true);
+    for (int i = 0; i < 500 && pid <= 0; ++i) {
+      std::ifstream(pid_file) >> pid;
+      if (pid <= 0) ::usleep(10000);
+    }
+    REQUIRE(pid > 0);
+    CHECK(::kill(pid, 0) == 0);
+  }
+  CHECK(::kill(pid, 0) == -1);
+  CHECK(errno == ESRCH);
+  // A real ptxas, when there is one: started first, then handed the PTX.
+  const std::string found = ptxas::find();
+  if (found.empty()) SKIP_TEST("no ptxas on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin");
+  ptxas::Job job(found, "sm_80", true);
+  const ptxas::Result ok = job.finish(kEmptyKernel);
+  CHECK(ok.ok);
+  REQUIRE(ok.cubin.size() > 4);
+  CHECK(ok.cubin.compare(0, 4,
+                         "\x7f"
+                         "ELF") == 0);
+  CHECK_THAT(ok.log, Catch::Contains("entry function 'k'"));
 }

@@ -3,12 +3,11 @@
 // for when packing pays, and the packed forward of a matrix of specs assembles for sm_90a and
 // sm_80 without spills. Its numerics run on the GPU (tests/test_gpu_split_kv.cpp).
 #include <catch2/catch.hpp>
-
-#include <filesystem>
 #include <fstream>
 
 #include "compiler/pipeline.hpp"
 #include "runtime/split_kv.hpp"
+#include "support/ptxas.hpp"
 #include "tests/codegen_matrix.hpp"
 #include "tests/support.hpp"
 
@@ -35,13 +34,6 @@ PlannedKernel plan_packed(const AttentionSpec& s, int group, const std::string& 
   r.target.paged = paged;
   r.target.page_size = page_size;
   return plan_kernel(analyze_spec(s), r);
-}
-
-std::string ptxas() {
-  for (const char* p : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
-    if (std::filesystem::exists(p)) return p;
-  auto c = test::run_command("command -v ptxas");
-  return c.code == 0 ? c.output.substr(0, c.output.find('\n')) : "";
 }
 
 }  // namespace
@@ -105,7 +97,7 @@ TEST_CASE("pack_gqa: the runtime packs when the packed tiles are fuller (FlashAt
 
 TEST_CASE("pack_gqa: the packed, split, varlen and paged forwards assemble without spills on sm_90a and sm_80",
           "[pack_gqa][ptxas]") {
-  const std::string tool = ptxas();
+  const std::string tool = ptxas::find();
   if (tool.empty()) SKIP_TEST("ptxas not found: the packed PTX was produced but not assembled");
   test::TempDir dir;
   AttentionSpec cap = spec_of(128, "causal_br", "softcap * tanh(score / softcap)");
