@@ -101,7 +101,7 @@ TEST_CASE("assembler: a ptxas job started before its PTX gets it whole on stdin,
     return path;
   };
   // Arguments: -v -arch=ARCH -o CUBIN -. This stand-in "assembles" its input into the cubin as it is.
-  std::string big(3 << 20, 'x');  // larger than a socket's buffer: the sends interleave with its reads
+  std::string big(3 << 20, 'x');  // larger than a pipe's buffer: the writes interleave with its reads
   big.replace(0, std::strlen(kEmptyKernel), kEmptyKernel);
   {
     ptxas::Job job(script("copies", "cat > \"$4\""), "sm_80", true);
