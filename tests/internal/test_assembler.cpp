@@ -19,6 +19,14 @@ namespace {
 // A kernel that does nothing, in the PTX ISA version flashjit emits.
 const char* kEmptyKernel = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k() { ret; }\n";
 
+// An executable shell script `name` in `dir` that runs `body`: a stand-in for ptxas.
+std::string script(const test::TempDir& dir, const std::string& name, const std::string& body) {
+  const std::string path = dir.path + "/" + name;
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  REQUIRE(::chmod(path.c_str(), 0700) == 0);
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("assembler: driver, a path that does not run, and auto's release window", "[assembler]") {
@@ -73,19 +81,13 @@ TEST_CASE("assembler: ptxas turns PTX into a cubin and reports what it rejects",
 
 TEST_CASE("assembler: an assembler's exit status and a signal that ended it are told apart", "[assembler]") {
   test::TempDir d;
-  auto script = [&](const std::string& name, const std::string& body) {
-    const std::string path = d.path + "/" + name;
-    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
-    REQUIRE(::chmod(path.c_str(), 0700) == 0);
-    return path;
-  };
   // ptxas exits with 255 on an option it does not know: an exit status, not signal 127.
   const ptxas::Result exited =
-      ptxas::assemble(script("exits", "echo unknown option; exit 255"), kEmptyKernel, "sm_80", true);
+      ptxas::assemble(script(d, "exits", "echo unknown option; exit 255"), kEmptyKernel, "sm_80", true);
   CHECK(exited.ran);
   CHECK_FALSE(exited.ok);
   CHECK_THAT(exited.log, Catch::Contains("unknown option") && !Catch::Contains("signal"));
-  const ptxas::Result killed = ptxas::assemble(script("killed", "kill -KILL $$"), kEmptyKernel, "sm_80", true);
+  const ptxas::Result killed = ptxas::assemble(script(d, "killed", "kill -KILL $$"), kEmptyKernel, "sm_80", true);
   CHECK(killed.ran);
   CHECK_FALSE(killed.ok);
   CHECK_THAT(killed.log, Catch::Contains("was ended by signal 9"));
@@ -94,17 +96,11 @@ TEST_CASE("assembler: an assembler's exit status and a signal that ended it are 
 TEST_CASE("assembler: a ptxas job started before its PTX gets it whole on stdin, and one never finished is killed",
           "[assembler]") {
   test::TempDir d;
-  auto script = [&](const std::string& name, const std::string& body) {
-    const std::string path = d.path + "/" + name;
-    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
-    REQUIRE(::chmod(path.c_str(), 0700) == 0);
-    return path;
-  };
-  // Arguments: -v -arch=ARCH -o CUBIN -. This stand-in "assembles" its input into the cubin as it is.
+  // Arguments: -v -arch=ARCH -o CUBIN INPUT. This stand-in "assembles" its input into the cubin as it is.
   std::string big(3 << 20, 'x');  // larger than a pipe's buffer: the writes interleave with its reads
   big.replace(0, std::strlen(kEmptyKernel), kEmptyKernel);
   {
-    ptxas::Job job(script("copies", "cat > \"$4\""), "sm_80", true);
+    ptxas::Job job(script(d, "copies", "cat > \"$4\""), "sm_80", true);
     const ptxas::Result r = job.finish(big);
     CHECK(r.ran);
     CHECK(r.ok);
@@ -112,7 +108,8 @@ TEST_CASE("assembler: a ptxas job started before its PTX gets it whole on stdin,
     CHECK(job.finish(big).log == "internal error: a ptxas job was finished twice\n");
   }
   // One that exits before reading: an exit status, not a SIGPIPE that would end this process.
-  const ptxas::Result early = ptxas::Job(script("leaves", "echo no input wanted; exit 3"), "sm_80", true).finish(big);
+  const ptxas::Result early =
+      ptxas::Job(script(d, "leaves", "echo no input wanted; exit 3"), "sm_80", true).finish(big);
   CHECK(early.ran);
   CHECK_FALSE(early.ok);
   CHECK_THAT(early.log, Catch::Contains("no input wanted"));
@@ -120,7 +117,7 @@ TEST_CASE("assembler: a ptxas job started before its PTX gets it whole on stdin,
   const std::string pid_file = d.path + "/pid";
   pid_t pid = 0;
   {
-    ptxas::Job job(script("waits", "echo $$ > '" + pid_file + "'; exec sleep 30"), "sm_80", true);
+    ptxas::Job job(script(d, "waits", "echo $$ > '" + pid_file + "'; exec sleep 30"), "sm_80", true);
     for (int i = 0; i < 500 && pid <= 0; ++i) {
       std::ifstream(pid_file) >> pid;
       if (pid <= 0) ::usleep(10000);
