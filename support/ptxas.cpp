@@ -150,9 +150,10 @@ struct Job::State {
 };
 
 // The input is named /dev/stdin rather than "-": ptxas reads "-" before it initialises and a path
-// after, so only a path lets the start-up run while the PTX is generated (bench/ptxas_startup.py:
-// 26 ms of an empty kernel's 44 on the build machine, against 9 with "-"). Opening /dev/stdin
-// reopens the descriptor, which works for a pipe but not a socket.
+// after, so only a path lets the start-up run while the PTX is generated (bench/ptxas_startup.py
+// on the build machine: 27 ms of an empty kernel's 47 hidden, against 16 of 55 with "-";
+// docs/perf-notes.md §56). Opening /dev/stdin reopens the descriptor, which works for a pipe but
+// not a socket.
 Job::Job(const std::string& path, const std::string& arch, bool want_cubin) : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.path = path;

@@ -31,7 +31,7 @@ struct Result {
 // `path` -v -arch=`arch` on `ptx` (through a pipe on its standard input), the cubin written in a
 // private folder under $TMPDIR (else /tmp) that is removed afterwards. No shell: the arguments go
 // to the program as they are. Started before its PTX exists, ptxas loads and initialises while the
-// caller generates the PTX (on the build machine 26 ms of an empty kernel's 44): finish() hands it
+// caller generates the PTX (on the build machine 27 ms of an empty kernel's 47): finish() hands it
 // over and waits. A Job never finished is killed and reaped when it goes.
 class Job {
  public:
