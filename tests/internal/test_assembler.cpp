@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 
@@ -114,17 +115,21 @@ TEST_CASE("assembler: a ptxas job started before its PTX gets it whole on stdin,
   CHECK_FALSE(early.ok);
   CHECK_THAT(early.log, Catch::Contains("no input wanted"));
   // Never finished (LLVM failed meanwhile): the program is killed and reaped, not left running.
+  // It sleeps 60 s: a destructor that waited for it instead of killing it would take that long.
   const std::string pid_file = d.path + "/pid";
   pid_t pid = 0;
+  std::chrono::steady_clock::time_point dropped;
   {
-    ptxas::Job job(script(d, "waits", "echo $$ > '" + pid_file + "'; exec sleep 30"), "sm_80", true);
+    ptxas::Job job(script(d, "waits", "echo $$ > '" + pid_file + "'; exec sleep 60"), "sm_80", true);
     for (int i = 0; i < 500 && pid <= 0; ++i) {
       std::ifstream(pid_file) >> pid;
       if (pid <= 0) ::usleep(10000);
     }
     REQUIRE(pid > 0);
     CHECK(::kill(pid, 0) == 0);
+    dropped = std::chrono::steady_clock::now();
   }
+  CHECK(std::chrono::steady_clock::now() - dropped < std::chrono::seconds(20));
   CHECK(::kill(pid, 0) == -1);
   CHECK(errno == ESRCH);
   // A real ptxas, when there is one: started first, then handed the PTX.
