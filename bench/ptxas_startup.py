@@ -2,7 +2,8 @@
 # (support/ptxas.hpp's Job): each PTX file goes to a fresh ptxas through a pipe, handed over at once
 # and 200 ms after the process started, with the input named "-" and "/dev/stdin" (ptxas reads "-"
 # before it initialises). Median of six each; docs/perf-notes.md §56 has the hosts' figures.
-#   python3 bench/ptxas_startup.py KERNEL.ptx ...   (ptxas from PATH, else /usr/local/cuda/bin)
+#   python3 bench/ptxas_startup.py KERNEL.ptx ...   (PTX for sm_90a, as `flashjit compile` writes it;
+#                                                    ptxas from PATH, else /usr/local/cuda/bin)
 import shutil
 import statistics
 import subprocess
