@@ -1,11 +1,11 @@
-# The causal forward's last wave in a model: CTAs of known length dispatched in a given order, each to
-# the first free slot (the hardware's and the persistent walk's greedy schedule), against the ideal
-# (total work / slots). Orders: head by head, longest first within each head (groups of 1), and
-# longest first across groups of G heads (ForwardKernel::ordered_tile). A query tile of 128 rows
-# walks ceil(128 (i + 1) / block_n) key tiles plus a fixed cost; an SM whose other slot is idle runs
-# its CTA `alone` times as fast. Prints the makespan over the ideal per group size.
+# The causal forward's last wave in a model: CTAs of known length dispatched in a given order, each
+# to the first free slot (the hardware's and the persistent walk's greedy schedule), against the
+# ideal (total work / slots). Orders: head by head, longest first within each head (groups of 1),
+# and longest first across groups of G heads (docs/experiments/2026-12-06-s45-tile-order-groups
+# .patch). A query tile of 128 rows walks ceil(128 (i + 1) / block_n) key tiles plus a fixed cost;
+# an SM whose other slot is idle runs its CTA `alone` times as fast. Prints the makespan over the
+# ideal per group size.
 #   python3 bench/tile_order_sim.py            (docs/perf-notes.md §57 has its output)
-import heapq
 import math
 
 
