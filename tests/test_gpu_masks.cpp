@@ -123,6 +123,29 @@ TEST_CASE("gpu masks: persistent CTAs walking more tiles than SMs, every mask, d
   check_all(cases);
 }
 
+// ordered_tile (templates/fwd/tile_order.hpp): causal launches take their query tiles longest
+// first across groups of the heads whose K/V fit 16 MiB, on the CTA-wide grid (one batch's heads)
+// and in the persistent walk (heads × batches); the window and document shapes keep the head-by-
+// head order, checked at the same sizes. Each causal shape leaves a last group smaller than the
+// others: d = 64 at 1000 keys groups 65 heads (72 = 65 + 7), d = 128 at 700 keys 46 (24 × 2 =
+// 46 + 2), GQA 4:1 at d = 128 and 384 keys 341 query heads (44 × 8 = 341 + 11).
+TEST_CASE("gpu masks: query tiles longest first across head groups of uneven size", "[gpu][masks]") {
+  REQUIRE_GPU_OR_SKIP();
+  const std::vector<Variant> v = variants();
+  std::vector<Case> cases;
+  auto add = [&](const Variant& var, DType dt, int d, int64_t seq, int64_t heads_q, int64_t heads_kv, int64_t batch) {
+    Case c = make_case(var, dt, d, d, seq, seq);
+    c.heads_q = heads_q, c.heads_kv = heads_kv, c.batch = batch;
+    cases.push_back(c);
+  };
+  add(v[1], DType::bf16, 64, 1000, 72, 72, 1);  // causal: 128 × 96 tiles, two CTAs per SM
+  add(v[3], DType::f16, 64, 1000, 72, 72, 1);   // window(256, 0): 64 × 64 tiles
+  add(v[6], DType::bf16, 64, 1000, 72, 72, 1);  // document: a block map, 64 × 128 tiles
+  add(v[1], DType::bf16, 128, 700, 24, 24, 2);  // causal: the persistent producer walk
+  add(v[8], DType::f16, 128, 384, 44, 11, 8);   // ALiBi on causal, GQA 4:1 (whole tiles: not packed)
+  check_all(cases);
+}
+
 TEST_CASE("gpu masks: GQA 8:1 and MQA with masks and scores", "[gpu][masks]") {
   REQUIRE_GPU_OR_SKIP();
   std::vector<Case> cases;

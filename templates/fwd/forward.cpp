@@ -25,6 +25,7 @@
 #include "templates/common/forward_abi.hpp"
 #include "templates/fwd/forward_kernel.hpp"
 #include "templates/fwd/sequence.hpp"
+#include "templates/fwd/tile_order.hpp"
 
 namespace flashjit {
 
@@ -83,7 +84,15 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   Value* q_tiles = SPLIT ? B.CreateUDiv(tile::grid_dim(e_, 0), arg(kParamSplits)) : nullptr;
   split_ = SPLIT ? B.CreateUDiv(x, q_tiles) : nullptr;
   Value* q_tile = SPLIT ? B.CreateSub(x, B.CreateMul(split_, q_tiles)) : x;
-  if (plan.last_tile_first) q_tile = B.CreateSub(B.CreateSub(tile::grid_dim(e_, 0), e_.c32(1)), x);
+  Value* ordered_head = nullptr;  // unpacked: the grid's (x, y) as one index over the batch's heads
+  if (plan.tiles_across_heads && G == 1) {
+    Value* q_tiles = tile::grid_dim(e_, 0);
+    const OrderedTile o = ordered_tile(e_, spec_, B.CreateAdd(x, B.CreateMul(tile::block_id(e_, 1), q_tiles)), q_tiles,
+                                       tile::grid_dim(e_, 1), arg(kParamSeqKv), arg(kParamGroup));
+    q_tile = o.q_tile, ordered_head = o.unit;
+  } else if (plan.last_tile_first) {
+    q_tile = B.CreateSub(B.CreateSub(tile::grid_dim(e_, 0), e_.c32(1)), x);
+  }
   if (VARLEN) {  // tiles past this sequence's rows: nothing to do (before any barrier)
     llvm::BasicBlock* work = llvm::BasicBlock::Create(e_.ctx, "work", fn_);
     llvm::BasicBlock* idle = llvm::BasicBlock::Create(e_.ctx, "idle", fn_);
@@ -97,7 +106,7 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
     head_kv = tile::block_id(e_, 1);          // grid y = K/V heads; the CTA serves all G of its group
     head = B.CreateMul(head_kv, e_.c32(G));  // the group's first query head
   } else {
-    head = tile::block_id(e_, 1);
+    head = ordered_head ? ordered_head : tile::block_id(e_, 1);
     head_kv = B.CreateUDiv(head, arg(kParamGroup));  // GQA/MQA: query heads share a K/V head
   }
   enter_tile(q_tile, head, head_kv, G > 1 ? B.CreateMul(tile::grid_dim(e_, 1), e_.c32(G)) : nullptr, nullptr);
@@ -130,14 +139,21 @@ void ForwardKernel::enter_tile(Value* q_tile, Value* head, Value* head_kv, Value
   find_key_tiles();
 }
 
-// Tile t of a persistent walk (ForwardPlan::persistent): query tile t % q_tiles (from the last
-// with last_tile_first), head (t / q_tiles) % heads, batch t / (q_tiles · heads).
+// Tile t of a persistent walk (ForwardPlan::persistent): ForwardPlan::persistent's order, or
+// with tiles_across_heads ordered_tile's.
 ForwardKernel::TileAt ForwardKernel::tile_at(Value* t) {
   auto& B = e_.b;
   Value* heads = arg(kParamGridHeads);
-  Value* hb = B.CreateUDiv(t, q_tiles_);
-  Value* x = B.CreateSub(t, B.CreateMul(hb, q_tiles_));
-  Value* q_tile = plan_.last_tile_first ? B.CreateSub(B.CreateSub(q_tiles_, e_.c32(1)), x) : x;
+  Value *q_tile, *hb;
+  if (plan_.tiles_across_heads) {
+    const OrderedTile o = ordered_tile(e_, spec_, t, q_tiles_, B.CreateMul(heads, arg(kParamGridBatch)),
+                                       arg(kParamSeqKv), arg(kParamGroup));
+    q_tile = o.q_tile, hb = o.unit;
+  } else {
+    hb = B.CreateUDiv(t, q_tiles_);
+    Value* x = B.CreateSub(t, B.CreateMul(hb, q_tiles_));
+    q_tile = plan_.last_tile_first ? B.CreateSub(B.CreateSub(q_tiles_, e_.c32(1)), x) : x;
+  }
   return {q_tile, B.CreateURem(hb, heads), B.CreateUDiv(hb, heads)};
 }
 

@@ -128,6 +128,17 @@ std::optional<int64_t> keys_per_row(const AnalyzedSpec& spec) {
   return keys;
 }
 
+// One closed-form band with no lower bound and every upper bound rising with q (causal, and
+// causal with a score modifier): a row's key count grows with the row. Block-map masks never
+// qualify: their tiles' lengths are data.
+bool key_range_grows_with_row(const AnalyzedSpec& spec) {
+  if (!spec.mask || spec.block_map.needed || spec.kv_range.visit.size() != 1) return false;
+  const dsl::KvBand& band = spec.kv_range.visit.front();
+  if (!band.lower.empty() || band.upper.empty()) return false;
+  return std::all_of(band.upper.begin(), band.upper.end(),
+                     [](const dsl::LinearForm& hi) { return hi.coeff_of(dsl::Sym::Q) > 0; });
+}
+
 }  // namespace
 
 std::string forward_mma_kind(const TileConfig& c, const Target& target) {
@@ -333,6 +344,7 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
   p.shared_bytes = p.smem.total + (p.smem_align > 1 ? p.smem_align : 0);
   p.last_tile_first = p.spec->mask && !target.split_kv && !target.varlen;
+  p.tiles_across_heads = p.last_tile_first && key_range_grows_with_row(*spec);
   // The lazy rescale on the unmasked walks of d = 64's 96-key and d = 128's 176-key tiles: +0.9%
   // and +1.3% in sustained runs at the H100's power limit, where each of O's multiplies skipped is
   // power the clock gets back (docs/perf-notes.md §55). Flat on d = 128's 128-key tiles and on
@@ -457,7 +469,7 @@ std::string ForwardPlan::describe() const {
   if (tma_store) o << " +tma-store";
   if (grow_at > 0) o << " +lazy-rescale";
   if (tma) o << " +tma";
-  if (last_tile_first) o << " +last-tile-first";
+  if (last_tile_first) o << " +last-tile-first" << (tiles_across_heads ? "(heads)" : "");
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << (dependent_launch ? " +split(dependent-launch)" : " +split");
   if (target.varlen) o << " +varlen";

@@ -58,18 +58,24 @@ struct ForwardPlan {
   // the last wave holds the shortest, not the longest (FlashAttention-2's causal schedule; +3–5% at
   // 4k–16k causal on the H200, docs/perf-notes.md §14). Masked, unsplit, not varlen launches.
   bool last_tile_first = false;
+  // With last_tile_first, the order runs across a group of heads, not head by head (ordered_tile,
+  // templates/fwd/tile_order.hpp), where the key range grows with the row: one closed-form band
+  // with no lower bound (causal). On the H100 causal gained up to 3.5%, while windows and even
+  // documents, whose tiles walk alike, lost up to 2.5% and 3.9% (§58). Packed GQA launches
+  // reverse x alone.
+  bool tiles_across_heads = false;
   // Persistent CTAs (FlashAttention-3 §3.1's dynamic tile scheduler): a CTA serves the tile of its
-  // linear index, then takes the next from a global counter (grid size + an atomic add) until
-  // none is left. Tile t is query tile t % q_tiles (from the last, with last_tile_first) of head
-  // (t / q_tiles) % heads, batch t / (q_tiles · heads) — the order a full grid starts them in, and
-  // as there a tile starts when an SM is free: the tiles running at once stay a window of
-  // neighbours, which share their head's K/V in L2, and long and short tiles spread over the SMs
-  // (a static stride gave one CTA the long causal tiles and another the short: §23 of
-  // docs/perf-notes.md). The producer warpgroup claims the next index once this tile's copies are
-  // issued and hands it to every warp through a shared slot and mbarriers; the producer then runs
-  // on into the next tile's K/V (and Q, q_buffers) while the compute warps finish this one and
-  // store its O. Producer plans only (one CTA per SM by shared memory); the runtime picks the grid
-  // (FLASHJIT_PERSISTENT).
+  // linear index, then takes the next from a global counter (grid size + an atomic add) until none
+  // is left. Tile t is query tile t % q_tiles (from the last, with last_tile_first) of head (t /
+  // q_tiles) % heads, batch t / (q_tiles · heads), or with tiles_across_heads ordered_tile's order
+  // over heads × batches — the order a full grid starts them in, and as there a tile starts when an
+  // SM is free: the tiles running at once stay a window of neighbours, which share their head's K/V
+  // in L2, and long and short tiles spread over the SMs (a static stride gave one CTA the long
+  // causal tiles and another the short: §23 of docs/perf-notes.md). The producer warpgroup claims
+  // the next index once this tile's copies are issued and hands it to every warp through a shared
+  // slot and mbarriers; the producer then runs on into the next tile's K/V (and Q, q_buffers) while
+  // the compute warps finish this one and store its O. Producer plans only (one CTA per SM by
+  // shared memory); the runtime picks the grid (FLASHJIT_PERSISTENT).
   bool persistent = false;
   // Persistent: Q buffers. With two (tile u of a CTA's walk in buffer u % 2), the producer loads
   // each tile's Q and issues its first K/V copies while the compute warps finish the tile before,
