@@ -61,8 +61,9 @@ struct ForwardPlan {
   // With last_tile_first, the order runs across a group of heads, not head by head (ordered_tile,
   // templates/fwd/tile_order.hpp), where the key range grows with the row: one closed-form band
   // with no lower bound (causal). On the H100 causal gained up to 3.5%, while windows and even
-  // documents, whose tiles walk alike, lost up to 2.5% and 3.9% (§58). Packed GQA launches
-  // reverse x alone.
+  // documents, whose tiles walk alike, lost up to 2.5% and 3.9% (§58). Measured on wgmma at
+  // d ≤ 128 only: d = 256 and mma.sync keep the head-by-head order. Packed GQA launches reverse x
+  // alone.
   bool tiles_across_heads = false;
   // Persistent CTAs (FlashAttention-3 §3.1's dynamic tile scheduler): a CTA serves the tile of its
   // linear index, then takes the next from a global counter (grid size + an atomic add) until none
