@@ -84,10 +84,10 @@ ForwardKernel::ForwardKernel(llvm::Module& module, const ForwardPlan& plan, cons
   Value* q_tiles = SPLIT ? B.CreateUDiv(tile::grid_dim(e_, 0), arg(kParamSplits)) : nullptr;
   split_ = SPLIT ? B.CreateUDiv(x, q_tiles) : nullptr;
   Value* q_tile = SPLIT ? B.CreateSub(x, B.CreateMul(split_, q_tiles)) : x;
-  Value* ordered_head = nullptr;  // unpacked: the grid's (x, y) as one index over the batch's heads
-  if (plan.tiles_across_heads && G == 1) {
-    Value* q_tiles = tile::grid_dim(e_, 0);
-    const OrderedTile o = ordered_tile(e_, spec_, B.CreateAdd(x, B.CreateMul(tile::block_id(e_, 1), q_tiles)), q_tiles,
+  Value* ordered_head = nullptr;  // the grid's (x, y) as one index over the batch's heads
+  if (plan.tiles_across_heads) {
+    Value* grid_x = tile::grid_dim(e_, 0);  // unsplit: the query tiles
+    const OrderedTile o = ordered_tile(e_, spec_, B.CreateAdd(x, B.CreateMul(tile::block_id(e_, 1), grid_x)), grid_x,
                                        tile::grid_dim(e_, 1), arg(kParamSeqKv), arg(kParamGroup));
     q_tile = o.q_tile, ordered_head = o.unit;
   } else if (plan.last_tile_first) {

@@ -344,7 +344,8 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
   p.smem_align = p.wgmma ? kWgmmaAlignSlack : 1;
   p.shared_bytes = p.smem.total + (p.smem_align > 1 ? p.smem_align : 0);
   p.last_tile_first = p.spec->mask && !target.split_kv && !target.varlen;
-  p.tiles_across_heads = p.last_tile_first && p.wgmma && s.head_dim_qk <= 128 && key_range_grows_with_row(*spec);
+  p.tiles_across_heads = p.last_tile_first && target.pack_gqa == 1 && p.wgmma && s.head_dim_qk <= 128 &&
+                         key_range_grows_with_row(*spec);
   // The lazy rescale on the unmasked walks of d = 64's 96-key and d = 128's 176-key tiles: +0.9%
   // and +1.3% in sustained runs at the H100's power limit, where each of O's multiplies skipped is
   // power the clock gets back (docs/perf-notes.md §55). Flat on d = 128's 128-key tiles and on
