@@ -7,7 +7,10 @@
 # ring runs across query heads, and a document mask, whose walk is a list) and at d=256 causal (dK
 # and dV on two warpgroups, also fed by the producer, P handed over through two buffers; dQ on two
 # warpgroups); and at d=64 with 64-query tiles on 8 warps, where the producer's kernel also adds dQ
-# (causal with GQA 4:1). Each run also checks its result
+# (causal with GQA 4:1). The causal forward cases take their query tiles longest first across head
+# groups (templates/fwd/tile_order.hpp) whose last group is short: at seq 1000 a group holds 65
+# heads at d=64 (the CTA-wide grid, one batch's 72 heads: 65 + 7) and 32 head-batches at d=128
+# (the persistent walk over 24 heads x 2 batches: 32 + 16). Each run also checks its result
 # against the fp64 reference. Logs in $OUT/racecheck-kernels.txt; a table is printed last.
 set -u
 source scripts/gpu_env.sh
@@ -18,7 +21,8 @@ export FLASHJIT_CACHE_DIR=/tmp/fjc-racecheck
 # past the per-case limit below.
 export FLASHJIT_AUTOTUNE=off
 shape=(--seq 1000 --batch 2 --reps 1)
-cases=("--head-dim 128 --mask causal --heads 16" "examples/specs/document_mask.yaml --heads 16"
+cases=("--head-dim 128 --mask causal --heads 24" "--head-dim 64 --mask causal --heads 72"
+       "examples/specs/document_mask.yaml --heads 16"
        "--head-dim 256 --mask causal --heads 16" "--head-dim 128 --mask causal --heads 8 --heads-kv 2 --backward"
        "examples/specs/document_mask.yaml --heads 8 --backward"
        "--head-dim 64 --mask causal --heads 8 --heads-kv 2 --backward --backward-config 64,128,8,2"
