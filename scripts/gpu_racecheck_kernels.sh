@@ -7,11 +7,12 @@
 # ring runs across query heads, and a document mask, whose walk is a list) and at d=256 causal (dK
 # and dV on two warpgroups, also fed by the producer, P handed over through two buffers; dQ on two
 # warpgroups); and at d=64 with 64-query tiles on 8 warps, where the producer's kernel also adds dQ
-# (causal with GQA 4:1). The causal forward cases take their query tiles longest first across head
-# groups (templates/fwd/tile_order.hpp) whose last group is short: at seq 1000 a group holds 65
-# heads at d=64 (the CTA-wide grid, one batch's 72 heads: 65 + 7) and 32 head-batches at d=128
-# (the persistent walk over 24 heads x 2 batches: 32 + 16). Each run also checks its result
-# against the fp64 reference. Logs in $OUT/racecheck-kernels.txt; a table is printed last.
+# (causal with GQA 4:1). The causal forward cases at d=64 and d=128 take their query tiles longest
+# first across head groups (templates/fwd/tile_order.hpp) whose last group is short: at seq 1000 a
+# group holds 65 heads at d=64 (the CTA-wide grid, one batch's 72 heads: 65 + 7) and 32
+# head-batches at d=128 (the persistent walk over 24 heads x 2 batches: 32 + 16). Each run also
+# checks its result against the fp64 reference. Logs in $OUT/racecheck-kernels.txt; a table is
+# printed last.
 set -u
 source scripts/gpu_env.sh
 L="$OUT/racecheck-kernels.txt"
