@@ -16,8 +16,8 @@ TEST_FILTER=("$@")
 # the forward boundaries, the [tune] tests and test_gpu_driver_faults (5: the runs after each fault,
 # 2 after out of memory, forward and backward; 1 after a failed module load; 2 with a second
 # context). Change it with the cases; with a filter the count is printed, not required.
-# --parallel ran every [gpu] case in 209 s on 2026-12-02 and ~280 s on 2026-12-07 (H100); a
-# sequential full run took over 600 s, one device call's limit.
+# --parallel exists so that every [gpu] case fits one device call: ~280 s on an H100 (2026-12-07),
+# where a sequential full run takes over 600 s, the call's limit.
 EXPECTED_GPU_CASES=657
 source scripts/gpu_env.sh
 # No driver JIT cache: compile times measured here are cold (flashjit's own cache is per test).
