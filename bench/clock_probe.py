@@ -10,6 +10,10 @@ clock and power, and TFLOP/s per GHz.
   python3 bench/clock_probe.py [--dims 64,128] [--seqs 16384] [--masks none,causal] [--rounds 2]
                                [--window-s 3]
 
+--masks takes bench.py's mask names (none, causal, swa1024, doc8, doc8r). The peer is cuDNN for
+none and causal and compiled FlexAttention for the others, with its block mask built once outside
+the windows, as flashjit's block map is; FLOPs count only the visible pairs, as in bench.py.
+
 Needs what bench/run_gpu.sh needs (.device/ from scripts/gpu_bundle.sh, torch, nvidia-smi), with
 its environment: from the repository root, `source scripts/gpu_env.sh` (the loader path) and
 FLASHJIT_LIB=$PWD/.device/libflashjit.so.0.
@@ -56,6 +60,25 @@ class Sampler:
         self.proc.terminate()
 
 
+def peer_for(case, q, k, v):
+    """(name, call) of the peer: cuDNN's SDPA for none and causal, compiled FlexAttention otherwise."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    if case.mask.name in ("none", "causal"):
+        def cudnn():
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)
+        return "cudnn", cudnn
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    torch._dynamo.reset()  # per shape, as bench.py: never the recompile limit's eager fallback
+    flex = torch.compile(flex_attention, dynamic=False)
+    mf = case.mask.torch_fn(case.s, "cuda")
+    bm = create_block_mask(lambda b, h, qi, ki: mf(qi, ki), None, None, case.s, case.s, device="cuda")
+    return "flex", lambda: flex(q, k, v, block_mask=bm)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dims", default="64")
@@ -66,8 +89,7 @@ def main():
     a = ap.parse_args()
 
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import bench
     import flashjit_ctypes as fj
 
     torch.empty(1, device="cuda")
@@ -80,26 +102,23 @@ def main():
         for s in (int(x) for x in a.seqs.split(",")):
             for mask in a.masks.split(","):
                 b, h = TOKENS // s, HIDDEN // d
-                causal = mask == "causal"
+                case = bench.Case("probe", b, h, s, d, bench.MASKS[mask])
                 q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
                 o = torch.empty_like(q)
-                spec = f"name: probe_d{d}_{mask}\ndtype: bf16\nhead_dim: {d}\n" + ("mask: causal\n" if causal else "")
-                kern = rt.compile(spec)
+                kern = rt.compile(case.spec_yaml())
+                buffers = case.mask.buffers(s, "cuda")
                 tr = lambda t: t.transpose(1, 2)
-                fj_launch = kern.prepare(tr(q), tr(k), tr(v), tr(o))
-
-                def cudnn():
-                    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
+                fj_launch = kern.prepare(tr(q), tr(k), tr(v), tr(o), buffers=buffers or None,
+                                         block_map=bool(buffers) and "+blockmap" in kern.info["description"])
+                peer_name, peer = peer_for(case, q, k, v)
                 fj_launch()
-                ref = cudnn()
+                ref = peer()
                 torch.cuda.synchronize()
                 err = (o.float() - ref.float()).abs().max().item()  # the two agree (bench.py does the fp32 check)
-                flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+                flops = case.flops()
                 for r in range(a.rounds):
-                    for name, fn in (("flashjit", fj_launch), ("cudnn", cudnn)) if r % 2 == 0 else (
-                            ("cudnn", cudnn), ("flashjit", fj_launch)):
+                    pair = (("flashjit", fj_launch), (peer_name, peer))
+                    for name, fn in pair if r % 2 == 0 else pair[::-1]:
                         with torch.no_grad():
                             for _ in range(5):
                                 fn()
@@ -114,19 +133,22 @@ def main():
                         clk, pw, ns = sampler.between(t0 + 0.5, t1)
                         tf = flops * n / (t1 - t0) / 1e12
                         rows.append((d, s, mask, r, name, tf, clk, pw, ns))
-                        print(f"d={d} s={s} {mask:6s} round {r} {name:8s} {tf:7.1f} TFLOP/s  SM {clk:6.0f} MHz  "
+                        print(f"d={d} s={s} {mask:7s} round {r} {name:8s} {tf:7.1f} TFLOP/s  SM {clk:6.0f} MHz  "
                               f"{pw:5.0f} W  ({ns} samples)  {tf / clk * 1000:6.1f} TFLOP/s per GHz", flush=True)
-                print(f"d={d} s={s} {mask}: max |flashjit - cudnn| = {err:.3e}", flush=True)
+                print(f"d={d} s={s} {mask}: max |flashjit - {peer_name}| = {err:.3e}", flush=True)
                 kern.close()
-                del q, k, v, o, ref
+                del q, k, v, o, ref, peer
                 torch.cuda.empty_cache()
     sampler.close()
-    print("\nd     s  mask    backend   TFLOP/s  MHz    W   TFLOP/s/GHz (mean of rounds)")
+    print("\n  d     s  mask     backend   TFLOP/s   MHz     W  TFLOP/s/GHz  flashjit/peer (mean of rounds)")
     keys = sorted({(r[0], r[1], r[2], r[4]) for r in rows})
+    mean = lambda d, s, mask, name, i: statistics.mean(r[i] for r in rows if (r[0], r[1], r[2], r[4]) == (d, s, mask, name))
     for d, s, mask, name in keys:
-        sel = [r for r in rows if (r[0], r[1], r[2], r[4]) == (d, s, mask, name)]
-        m = lambda i: statistics.mean(x[i] for x in sel)
-        print(f"{d:3d} {s:5d}  {mask:6s}  {name:8s} {m(5):7.1f} {m(6):5.0f} {m(7):4.0f}  {m(5) / m(6) * 1000:6.1f}")
+        tf, clk, pw = (mean(d, s, mask, name, i) for i in (5, 6, 7))
+        ratio = ""
+        if name != "flashjit":
+            ratio = f"{mean(d, s, mask, 'flashjit', 5) / tf:6.3f}"
+        print(f"{d:3d} {s:5d}  {mask:7s}  {name:8s} {tf:7.1f} {clk:5.0f} {pw:5.0f}  {tf / clk * 1000:6.1f}       {ratio}")
 
 
 if __name__ == "__main__":
