@@ -222,14 +222,18 @@ std::optional<TileConfig> forward_shape_heuristic(const AnalyzedSpec& spec, cons
     return old64;
   }
   // A masked walk over at most 1024 keys on the table's 96-key tiles: at 1k causal they compute 19%
-  // more scores than the mask keeps (the key tiles that cross each 128-row tile's diagonal) against
-  // 12% on 64 × 128 tiles, with few tiles to share K/V loads over: 3–4% slower than 64 × 128 at 1k
-  // causal, 2–3% faster at 4k (docs/perf-notes.md §52). Unmasked walks of 1k keep 96 keys (+1%).
+  // more scores than the mask keeps (the key tiles that cross each 128-row tile's diagonal), with
+  // few tiles to share K/V loads over: 3–4% slower than 64 × 128 at 1k causal, 2–3% faster at 4k
+  // (docs/perf-notes.md §52). 64 × 64 tiles halve the diagonal's waste again (6% more scores than
+  // the mask keeps): the full autotune's pick at 1k causal, 1.07× the 64 × 128 tile, and +4.9% in
+  // 3-s runs beside cuDNN on the H100 (§60), as 64-key tiles already serve short windows (§43).
+  // Unmasked walks of 1k keep 96 keys (+1%).
   if (shared_key_tiles(table) && spec.mask && keys <= 1024) {
+    const TileConfig short64{64, 64, 4, table.num_stages};
     if (reason)
       *reason = "short-walk heuristic for d=" + std::to_string(d) +
-                ", wgmma, a masked walk over at most 1024 keys: " + old64.str();
-    return old64;
+                ", wgmma, a masked walk over at most 1024 keys: " + short64.str();
+    return short64;
   }
   // An unmasked walk over more than 8192 keys at d = 128: 176-key tiles, FlashAttention-3's tile for
   // unmasked d = 128 (Shah et al. 2024; its hopper/tile_size.h). Each key tile's fixed work (the

@@ -218,7 +218,7 @@ TEST_CASE("forward: with autotune off, masked walks over at most 1024 keys leave
       INFO(mask << ", " << keys << " keys");
       const std::optional<TileConfig> c = forward_shape_heuristic(*row_spec(64, 64, mask), sm90, 1024, keys, &why);
       REQUIRE(c);
-      CHECK(c->str() == "bm64_bn128_w4_s2");
+      CHECK(c->str() == "bm64_bn64_w4_s2");
       CHECK_THAT(why, Catch::Contains("short-walk heuristic") && Catch::Contains("at most 1024 keys"));
     }
   CHECK_FALSE(
