@@ -256,6 +256,20 @@ class Case:
         return out
 
 
+def flex_call(case, q, k, v, mask_fn, device):
+    """The case on compiled FlexAttention: a call whose block mask (from mask_fn, None = every pair
+    visible) and score_mod are built once, here, outside any timing."""
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    torch._dynamo.reset()  # per shape: never hit the recompile limit and fall back to eager
+    flex = torch.compile(flex_attention, dynamic=False)
+    bm = None
+    if mask_fn is not None:
+        bm = create_block_mask(lambda b, h, qi, ki: mask_fn(qi, ki), None, None, case.s, case.s, device=device)
+    score_mod = case.score.flex_fn(device, case.h)
+    return lambda: flex(q, k, v, score_mod=score_mod, block_mask=bm)
+
+
 def standard_shape(s, d):
     return TOKENS // s, HIDDEN // d
 
@@ -553,16 +567,7 @@ class Bench:
     def run_flex(self, case, q, k, v, mask_fn):
         torch = self.torch
         try:
-            import torch._dynamo
-            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-            torch._dynamo.reset()  # per shape: never hit the recompile limit and fall back to eager
-            flex = torch.compile(flex_attention, dynamic=False)
-            bm = None
-            if mask_fn is not None:
-                mf = mask_fn
-                bm = create_block_mask(lambda b, h, qi, ki: mf(qi, ki), None, None, case.s, case.s, device=self.dev)
-            score_mod = case.score.flex_fn(self.dev, case.h)
-            fn = lambda: flex(q, k, v, score_mod=score_mod, block_mask=bm)
+            fn = flex_call(case, q, k, v, mask_fn, self.dev)
             t0 = time.time()
             with torch.no_grad():
                 fn()

@@ -62,21 +62,15 @@ class Sampler:
 
 def peer_for(case, q, k, v):
     """(name, call) of the peer: cuDNN's SDPA for none and causal, compiled FlexAttention otherwise."""
-    import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    import bench
     if case.mask.name in ("none", "causal"):
         def cudnn():
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)
         return "cudnn", cudnn
-    import torch._dynamo
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    torch._dynamo.reset()  # per shape, as bench.py: never the recompile limit's eager fallback
-    flex = torch.compile(flex_attention, dynamic=False)
-    mf = case.mask.torch_fn(case.s, "cuda")
-    bm = create_block_mask(lambda b, h, qi, ki: mf(qi, ki), None, None, case.s, case.s, device="cuda")
-    return "flex", lambda: flex(q, k, v, block_mask=bm)
+    return "flex", bench.flex_call(case, q, k, v, case.mask.torch_fn(case.s, "cuda"), "cuda")
 
 
 def main():
