@@ -221,18 +221,20 @@ std::optional<TileConfig> forward_shape_heuristic(const AnalyzedSpec& spec, cons
           "decode heuristic for d=" + std::to_string(d) + ", wgmma, at most 64 query rows per K/V head: " + old64.str();
     return old64;
   }
-  // A masked walk over at most 1024 keys on the table's 96-key tiles: at 1k causal they compute 19%
+  // A masked walk over at most 1536 keys on the table's 96-key tiles: at 1k causal they compute 19%
   // more scores than the mask keeps (the key tiles that cross each 128-row tile's diagonal), with
   // few tiles to share K/V loads over: 3–4% slower than 64 × 128 at 1k causal, 2–3% faster at 4k
   // (docs/perf-notes.md §52). 64 × 64 tiles halve the diagonal's waste again (6% more scores than
   // the mask keeps): the full autotune's pick at 1k causal, 1.07× the 64 × 128 tile, and +4.9% in
   // 3-s runs beside cuDNN on the H100 (§60), as 64-key tiles already serve short windows (§43).
-  // Unmasked walks of 1k keep 96 keys (+1%).
-  if (shared_key_tiles(table) && spec.mask && keys <= 1024) {
+  // At 1.5k causal +2.4% over the 96-key tile in 3-s runs, at 2k none (§61). Unmasked walks of 1k
+  // keep 96 keys (+1%).
+  constexpr int64_t kShortWalkKeys = 1536;
+  if (shared_key_tiles(table) && spec.mask && keys <= kShortWalkKeys) {
     const TileConfig short64{64, 64, 4, table.num_stages};
     if (reason)
-      *reason = "short-walk heuristic for d=" + std::to_string(d) +
-                ", wgmma, a masked walk over at most 1024 keys: " + short64.str();
+      *reason = "short-walk heuristic for d=" + std::to_string(d) + ", wgmma, a masked walk over at most " +
+                std::to_string(kShortWalkKeys) + " keys: " + short64.str();
     return short64;
   }
   // An unmasked walk over more than 8192 keys at d = 128: 176-key tiles, FlashAttention-3's tile for
