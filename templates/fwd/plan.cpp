@@ -227,8 +227,8 @@ std::optional<TileConfig> forward_shape_heuristic(const AnalyzedSpec& spec, cons
   // (docs/perf-notes.md §52). 64 × 64 tiles halve the diagonal's waste again (6% more scores than
   // the mask keeps): the full autotune's pick at 1k causal, 1.07× the 64 × 128 tile, and +4.9% in
   // 3-s runs beside cuDNN on the H100 (§60), as 64-key tiles already serve short windows (§43).
-  // At 1.5k causal +2.4% over the 96-key tile in 3-s runs, at 2k none (§61). Unmasked walks of 1k
-  // keep 96 keys (+1%).
+  // Over the 96-key tile in 3-s runs: +4.7% at 1.25k causal, +2.5% at 1.5k, even at 2k (§61).
+  // Unmasked walks of 1k keep 96 keys (+1%).
   constexpr int64_t kShortWalkKeys = 1536;
   if (shared_key_tiles(table) && spec.mask && keys <= kShortWalkKeys) {
     const TileConfig short64{64, 64, 4, table.num_stages};
