@@ -256,6 +256,12 @@ class Case:
         return out
 
 
+def has_block_map(kern):
+    """Whether the compiled kernel walks a block map (a mask that reads tensors): its launch can then
+    take the map built once, outside the timing, as Flex's create_block_mask is."""
+    return "+blockmap" in kern.info["description"]
+
+
 def flex_call(case, q, k, v, mask_fn, device):
     """The case on compiled FlexAttention: a call whose block mask (from mask_fn, None = every pair
     visible) and score_mod are built once, here, outside any timing."""
@@ -518,7 +524,7 @@ class Bench:
             self.results.add(case, name, status=f"error: {type(e).__name__}: {short(e)}")
 
     def prebuilt_map(self, kern):
-        return not self.args.map_per_call and "+blockmap" in kern.info["description"]
+        return not self.args.map_per_call and has_block_map(kern)
 
     def run_flashjit(self, case, q, k, v, mask_fn, buffers):
         torch, fj, R = self.torch, self.fj, self.results
@@ -533,7 +539,7 @@ class Bench:
         compile_s = time.time() - t0
         info = dict(config=kern.config, kernel=kern.info["key"], registers=kern.info["registers"],
                     spill_bytes=kern.info["spill_bytes"], compile_s=round(compile_s, 3))
-        if "+blockmap" in kern.info["description"]:
+        if has_block_map(kern):
             info["block_map"] = "built once" if self.prebuilt_map(kern) else "rebuilt per call"
         o = torch.full_like(q, float("nan"))  # poison: elements the kernel does not write stay NaN
         tr = lambda t: t.transpose(1, 2)      # [b, h, s, d] storage seen as [b, s, h, d]

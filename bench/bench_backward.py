@@ -138,7 +138,7 @@ def main():
             params = case.score.param_values or None
             # A mask reading tensors gets its block maps built once, forward and backward, as Flex's
             # block mask (kv_indices and q_indices) is.
-            mapped = "+blockmap" in kern.info["description"]
+            mapped = B.has_block_map(kern)
             fwd = kern.prepare(tr(q), tr(k), tr(v), tr(o), lse=lse, params=params, buffers=buffers or None,
                                block_map=mapped)
             bwd = kern.prepare_backward(tr(q), tr(k), tr(v), tr(o), tr(d_o), tr(dq), tr(dk), tr(dv), lse,

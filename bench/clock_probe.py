@@ -103,7 +103,7 @@ def main():
                 buffers = case.mask.buffers(s, "cuda")
                 tr = lambda t: t.transpose(1, 2)
                 fj_launch = kern.prepare(tr(q), tr(k), tr(v), tr(o), buffers=buffers or None,
-                                         block_map=bool(buffers) and "+blockmap" in kern.info["description"])
+                                         block_map=bool(buffers) and bench.has_block_map(kern))
                 peer_name, peer = peer_for(case, q, k, v)
                 fj_launch()
                 ref = peer()
