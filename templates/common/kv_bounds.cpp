@@ -62,6 +62,27 @@ Value* tile_in_full_range(tile::Emitter& e, const KvBounds& bounds, Value* n0, i
   return B.CreateAnd(B.CreateICmpSGE(n0, bounds.full_lo), B.CreateICmpSLE(B.CreateAdd(n0, e.c32(width)), bounds.full_hi));
 }
 
+const dsl::KvBand* interval_band(const dsl::KvRange& range, const std::vector<dsl::TensorDecl>* tensors) {
+  if (!range.exact || range.visit.size() != 1) return nullptr;
+  // No sizes or params known: every symbol spans its whole i32 range, a superset of any launch's.
+  return dsl::kv_range_may_overflow(range, dsl::SymbolValues{}, tensors) ? nullptr : &range.visit[0];
+}
+
+RowKeys row_keys(tile::Emitter& e, const dsl::KvBand& band, const KvBoundsInputs& in, Value* q) {
+  auto& B = e.b;
+  Forms f{e, in};
+  Value* seq_kv = B.CreateSExt(in.seq_kv, e.i64());
+  Value* lo = e.c64(0);
+  for (const auto& l : band.lower) lo = f.smax(lo, f.at(l, q));
+  Value* hi = B.CreateSub(seq_kv, e.c64(1));
+  for (const auto& u : band.upper) hi = f.smin(hi, f.at(u, q));
+  for (const auto& g : band.guards) hi = B.CreateSelect(B.CreateICmpSGE(f.at(g, q), e.c64(0)), hi, e.c64(-1));
+  // Clamped into [0, seq_kv] and [-1, seq_kv - 1], where i32 holds them exactly.
+  lo = f.smin(lo, seq_kv);
+  hi = f.smax(hi, e.c64(-1));
+  return {B.CreateTrunc(lo, e.i32()), B.CreateTrunc(hi, e.i32())};
+}
+
 KvBounds emit_kv_bounds(tile::Emitter& e, const dsl::KvRange* range, const KvBoundsInputs& in) {
   auto& B = e.b;
   Value* zero = e.c32(0);

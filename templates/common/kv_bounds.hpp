@@ -38,6 +38,18 @@ TileSpan covering_tiles(tile::Emitter& e, const KvBounds& bounds, int width);
 // Whether the keys [n0, n0 + width) lie inside the full range (no element masked).
 llvm::Value* tile_in_full_range(tile::Emitter& e, const KvBounds& bounds, llvm::Value* n0, int width);
 
+// The band that is the mask itself for every launch, or null: the range is exact with one visit
+// band, and no atom can wrap i32 whatever the sizes and params (so the launch's range check always
+// passes). Each row's visible keys are then one interval, and a masked tile tests a key against
+// two per-row bounds instead of evaluating the expression per element.
+const dsl::KvBand* interval_band(const dsl::KvRange& range, const std::vector<dsl::TensorDecl>* tensors);
+
+// Row q's visible keys [lo, hi] under `band`, inside [0, seq_kv − 1] (i32; empty when lo > hi).
+struct RowKeys {
+  llvm::Value *lo, *hi;
+};
+RowKeys row_keys(tile::Emitter& e, const dsl::KvBand& band, const KvBoundsInputs& in, llvm::Value* q);
+
 // `range` null means no mask: visit and full are both [0, seq_kv). Sound by construction:
 // band guards are ignored for the visit hull (it only grows) and guarded bands never count as
 // full; of several full bands the widest is used.

@@ -10,9 +10,11 @@
 // end with O = 0 and LSE = −inf. The mask decides the key tiles: its closed-form kv range
 // (templates/common/kv_bounds) gives, per query tile, the tiles to visit — the rest are never
 // loaded — and those needing no mask code; masks it cannot describe exactly read the block map's
-// list instead. In the other tiles the mask expression runs per element. A score modifier runs on
+// list instead. In the other tiles the mask runs per element: as two bounds per row where it is
+// one key interval per row, else as its expression. A score modifier runs on
 // scale·qkᵀ before the softmax. The producer warpgroup and the persistent walk over query tiles
-// are in forward_producer.cpp, the epilogue in forward_store.cpp.
+// are in forward_producer.cpp, the score modifier and the mask in forward_scores.cpp, the epilogue
+// in forward_store.cpp.
 #include "templates/fwd/forward.hpp"
 
 #include <cmath>
@@ -372,53 +374,6 @@ Value* ForwardKernel::row_of(int mt, int i) {
 Value* ForwardKernel::key_of(const KeyTile& t, int nt, int i) {
   auto& B = e_.b;
   return B.CreateAdd(t.n0, B.CreateAdd(e_.c32(nt * 8 + (i & 1)), B.CreateShl(t4_, 1)));
-}
-
-// The score modifier on scale·qkᵀ; its result goes to the exp2 domain (× log2 e) here, so the
-// softmax multiplies by 1 instead of scale·log2 e. Expressions read q and kv clamped into range,
-// so rows past seq_q and keys past seq_kv (masked anyway) never index a tensor out of bounds.
-void ForwardKernel::modify_scores(RegTile& s, KeyTile& t) {
-  auto& B = e_.b;
-  t.last_q = B.CreateSub(seq_q_, e_.c32(1));
-  t.last_kv = B.CreateSub(seq_kv_, e_.c32(1));
-  if (plan_.spec->score) {
-    Value* scale = B.CreateFMul(scale_log2_, e_.cf(static_cast<float>(M_LN2)));
-    for (size_t mt = 0; mt < s.size(); ++mt)
-      for (int nt = 0; nt < NT; ++nt)
-        for (int i = 0; i < 4; ++i) {
-          ExprInputs at = ex_;
-          at.q = clamp(query_of(row_of(int(mt), i)), t.last_q);
-          at.kv = clamp(key_of(t, nt, i), t.last_kv);
-          at.score = B.CreateFMul(s[mt][nt][i], scale);
-          s[mt][nt][i] = B.CreateFMul(lower_expr(e_, *plan_.spec->score, at), e_.cf(static_cast<float>(M_LOG2E)));
-        }
-  }
-  s_vars_.store(e_, s);
-}
-
-// The mask runs only in tiles that are not wholly visible (inside [full_lo, full_hi), or flagged
-// full in the list): there, a masked score becomes −inf, and so does every key past seq_kv.
-void ForwardKernel::mask_scores(RegTile& s, const KeyTile& t) {
-  auto& B = e_.b;
-  Value* full = walk_->has_list() ? walk_->listed_full(e_, walk_->entry(e_, t.j, 0, t.entry))
-                                  : tile_in_full_range(e_, bounds_, t.n0, BN);
-  e_.when(B.CreateNot(full), "mask", [&] {
-    for (size_t mt = 0; mt < s_vars_.vars.size(); ++mt)
-      for (int nt = 0; nt < NT; ++nt)
-        for (int i = 0; i < 4; ++i) {
-          Value* key = key_of(t, nt, i);
-          Value* visible = B.CreateICmpSLT(key, seq_kv_);
-          if (plan_.spec->mask) {
-            ExprInputs at = ex_;
-            at.q = clamp(query_of(row_of(int(mt), i)), t.last_q);
-            at.kv = clamp(key, t.last_kv);
-            visible = B.CreateAnd(visible, lower_expr(e_, *plan_.spec->mask, at));
-          }
-          llvm::AllocaInst* var = s_vars_.vars[mt][nt][i];
-          B.CreateStore(B.CreateSelect(visible, B.CreateLoad(e_.f32(), var), e_.neg_inf()), var);
-        }
-  });
-  s = s_vars_.load(e_);
 }
 
 void ForwardKernel::release(Value* bar) {
