@@ -164,3 +164,94 @@ TEST_CASE("kv bounds: the emitted ranges of the shorthands are tight, off the ti
     }
   }
 }
+
+namespace {
+
+// One emitted row_keys: a function of (q, b, h, h_kv, seq_q, seq_kv, params...) for `band`.
+class EmittedRow {
+ public:
+  EmittedRow(const KvBand& band, size_t n_params) : module_("row", ctx_) {
+    auto* i32 = llvm::Type::getInt32Ty(ctx_);
+    fn_ = llvm::Function::Create(
+        llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), std::vector<llvm::Type*>(6 + n_params, i32), false),
+        llvm::GlobalValue::ExternalLinkage, "row", module_);
+    tile::Emitter e(module_, fn_);
+    e.b.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+    KvBoundsInputs in;
+    in.b = fn_->getArg(1), in.h = fn_->getArg(2), in.h_kv = fn_->getArg(3);
+    in.seq_q = fn_->getArg(4), in.seq_kv = fn_->getArg(5);
+    for (size_t i = 0; i < n_params; ++i) in.params.push_back(fn_->getArg(6 + i));
+    keys_ = row_keys(e, band, in, fn_->getArg(0));
+  }
+
+  std::pair<int64_t, int64_t> at(int64_t q, const World& w) {
+    flashjit::test::IrEval ev;
+    const int64_t args[] = {q, w.b, w.h, w.h_kv, w.seq_q, w.seq_kv};
+    for (int i = 0; i < 6; ++i) ev.bind(fn_->getArg(i), args[i]);
+    for (size_t i = 0; i < w.params.size(); ++i)
+      ev.bind(fn_->getArg(6 + i), w.params[i].type == Type::I32 ? w.params[i].i : 0);
+    return {ev.value(keys_.lo), ev.value(keys_.hi)};
+  }
+
+ private:
+  llvm::LLVMContext ctx_;
+  llvm::Module module_;
+  llvm::Function* fn_;
+  RowKeys keys_{};
+};
+
+// Every row of `w`: key kv is visible exactly when lo <= kv <= hi.
+void check_rows(EmittedRow& row, const ExprPtr& m, const std::string& text, const World& w) {
+  for (int64_t q = 0; q < w.seq_q; ++q) {
+    const auto [lo, hi] = row.at(q, w);
+    INFO(text << " q " << q << " seq " << w.seq_q << "x" << w.seq_kv << " keys [" << lo << "," << hi << "]");
+    REQUIRE(lo >= 0);
+    REQUIRE(hi <= w.seq_kv - 1);
+    for (int64_t kv = 0; kv < w.seq_kv; ++kv) REQUIRE(visible(m, w, Along::queries, q, kv) == (lo <= kv && kv <= hi));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("kv bounds: a mask that is one key interval per row is that interval, row by row", "[kv_bounds]") {
+  const Decls d = Decls::standard();
+  // Qualify: causal, constant windows reaching back, prefixes (a param n too: kv < n needs no
+  // arithmetic). Not: what may wrap i32 as far as an analysis without the launch's sizes knows
+  // (causal_br's q - seq_q + seq_kv, window(1, 130)'s q + 130 with q up to 2^31 - 1, window(w, n)'s
+  // q - w), a tensor read (not affine), and two bands (not one interval).
+  const std::pair<const char*, bool> masks[] = {{"causal", true},
+                                                {"window(254, 0)", true},
+                                                {"window(0, 0)", true},
+                                                {"prefix(100)", true},
+                                                {"q - kv < 37 && kv <= q", true},
+                                                {"causal_br", false},
+                                                {"window(1, 130)", false},
+                                                {"window(w, n)", false},
+                                                {"prefix(n)", true},
+                                                {"doc[q] == doc[kv]", false},
+                                                {"kv <= q || kv < 5", false}};
+  std::mt19937 rng(52);
+  for (const auto& [text, qualifies] : masks) {
+    const ExprPtr m = compile(text, d, ExprRole::Mask);
+    const KvRange kr = derive_kv_range(m, &d.tensors);
+    const KvBand* band = interval_band(kr, &d.tensors);
+    INFO(text << ": " << describe_kv_range(kr));
+    REQUIRE((band != nullptr) == qualifies);
+    if (!band) continue;
+    EmittedRow row(*band, d.params.size());
+    for (int i = 0; i < 40; ++i) check_rows(row, m, text, random_world(d, rng, 300));
+  }
+  // Random affine masks: wherever a band is picked, it is the mask.
+  int picked = 0;
+  for (int i = 0; i < 400; ++i) {
+    const std::string text = random_mask(rng, true, rand_int(rng, 1, 3));
+    const ExprPtr m = compile(text, d, ExprRole::Mask);
+    const KvRange kr = derive_kv_range(m, &d.tensors);
+    const KvBand* band = interval_band(kr, &d.tensors);
+    if (!band) continue;
+    ++picked;
+    EmittedRow row(*band, d.params.size());
+    check_rows(row, m, text, random_world(d, rng, 60));
+  }
+  CHECK(picked > 20);
+}
