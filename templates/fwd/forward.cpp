@@ -11,10 +11,10 @@
 // (templates/common/kv_bounds) gives, per query tile, the tiles to visit — the rest are never
 // loaded — and those needing no mask code; masks it cannot describe exactly read the block map's
 // list instead. In the other tiles the mask runs per element: as two bounds per row where it is
-// one key interval per row, else as its expression. A score modifier runs on
-// scale·qkᵀ before the softmax. The producer warpgroup and the persistent walk over query tiles
-// are in forward_producer.cpp, the score modifier and the mask in forward_scores.cpp, the epilogue
-// in forward_store.cpp.
+// one key interval per row, else as its expression. A score modifier runs on scale·qkᵀ before the
+// softmax. The producer warpgroup and the persistent walk over query tiles are in
+// forward_producer.cpp, the score modifier and the mask in forward_scores.cpp, the epilogue in
+// forward_store.cpp.
 #include "templates/fwd/forward.hpp"
 
 #include <cmath>
