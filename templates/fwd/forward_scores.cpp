@@ -49,9 +49,10 @@ void ForwardKernel::mask_scores(RegTile& s, const KeyTile& t) {
       Value *first[2] = {}, *width[2] = {};
       if (band) {
         Value* base = key_of(t, 0, 0);
+        const KvBoundsInputs in = kv_bounds_inputs(e_, ex_, q_first_, q_final_);
         for (int r = 0; r < 2; ++r) {
           Value* q = clamp(query_of(row_of(int(mt), 2 * r)), t.last_q);
-          const RowKeys keys = row_keys(e_, *band, kv_bounds_inputs(e_, ex_, q_first_, q_final_), q);
+          const RowKeys keys = row_keys(e_, *band, in, q);
           if (band->lower.empty()) {
             width[r] = B.CreateSub(keys.hi, base);
             continue;
