@@ -146,6 +146,35 @@ TEST_CASE("gpu masks: query tiles longest first across head groups of uneven siz
   check_all(cases);
 }
 
+// ForwardPlan::wg_key_ranges: on 128-row tiles each warpgroup computes only the key tiles its own
+// 64 rows see. Last tiles of 104 rows (1000 keys: the second warpgroup has 40) and of 64 (960: it
+// has none), a two-sided window whose warpgroups start and end in different tiles, bottom-right
+// causal with more keys than queries, a prefix, a score modifier, on both tile widths that take it.
+TEST_CASE("gpu masks: two warpgroups of one query tile walk their own key ranges", "[gpu][masks]") {
+  REQUIRE_GPU_OR_SKIP();
+  const std::vector<Variant> v = variants();
+  const Variant two_sided{"window(64, 64)", "window(64, 64)"};
+  std::vector<Case> cases;
+  for (TileConfig config : {TileConfig{128, 96, 8, 2}, TileConfig{128, 64, 8, 2}}) {
+    auto add = [&](const Variant& var, DType dt, int64_t sq, int64_t skv) {
+      cases.push_back(make_case(var, dt, 64, 64, sq, skv));
+      cases.back().config = config;
+    };
+    add(v[1], DType::bf16, 1000, 1000);  // causal
+    add(v[1], DType::f16, 960, 960);
+    add(v[2], DType::bf16, 700, 1500);   // causal_br
+    add(v[3], DType::bf16, 1000, 1000);  // window(256, 0)
+    add(two_sided, DType::f16, 777, 777);
+    add(v[4], DType::bf16, 333, 1111);  // prefix(100)
+    add(v[8], DType::f16, 1000, 1000);  // ALiBi on causal
+  }
+  Runtime rt = Runtime::create(0);
+  CompileOptions opts;
+  opts.config = cases.front().config;
+  CHECK_THAT(rt.compile(cases.front().spec, opts).compiled().description, Catch::Contains("+wg-key-ranges"));
+  check_all(cases);
+}
+
 TEST_CASE("gpu masks: GQA 8:1 and MQA with masks and scores", "[gpu][masks]") {
   REQUIRE_GPU_OR_SKIP();
   std::vector<Case> cases;

@@ -186,6 +186,9 @@ class ForwardKernel {
   Value* o_free_ = nullptr;
   ExprInputs ex_;
   KvBounds bounds_{};
+  // ForwardPlan::wg_key_ranges: this warpgroup's own rows' bounds and key tiles [first, end).
+  KvBounds wg_bounds_{};
+  Value *wg_first_ = nullptr, *wg_end_ = nullptr;
   std::unique_ptr<TileWalk> walk_;
   std::unique_ptr<tile::TensorCore> tc_;
   Value* multiplier_ = nullptr;  // folds scale·log2 e into the softmax; 1 after a score modifier

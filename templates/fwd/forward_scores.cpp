@@ -36,7 +36,7 @@ void ForwardKernel::modify_scores(RegTile& s, KeyTile& t) {
 void ForwardKernel::mask_scores(RegTile& s, const KeyTile& t) {
   auto& B = e_.b;
   Value* full = walk_->has_list() ? walk_->listed_full(e_, walk_->entry(e_, t.j, 0, t.entry))
-                                  : tile_in_full_range(e_, bounds_, t.n0, BN);
+                                  : tile_in_full_range(e_, plan_.wg_key_ranges ? wg_bounds_ : bounds_, t.n0, BN);
   const dsl::KvBand* band = plan_.spec->mask ? interval_band(plan_.spec->kv_range, &plan_.spec->dsl.tensors) : nullptr;
   e_.when(B.CreateNot(full), "mask", [&] {
     for (size_t mt = 0; mt < s_vars_.vars.size(); ++mt) {

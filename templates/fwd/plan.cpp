@@ -407,6 +407,7 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     p.smem.barriers = append_shared(p, bytes);
   } else if (cta_loads_by_tma(p)) {
     p.tma = true;
+    p.wg_key_ranges = p.spec->mask && !p.has_map() && c.num_warps == 8 && p.m_tiles == 1;
     p.smem.barriers = append_shared(p, 16 * c.num_stages + 8);  // each stage's full and empty mbarriers, then Q's
     // d_v = 64: O staged in the Q buffer, dead after the walk, and stored by TMA (docs/perf-notes.md
     // §47: +2.6% at 1k on the H200, +3.8% on the H100; 4k and 16k within noise). Not measured at
@@ -476,6 +477,7 @@ std::string ForwardPlan::describe() const {
   if (tma_store) o << " +tma-store";
   if (grow_at > 0) o << " +lazy-rescale";
   if (tma) o << " +tma";
+  if (wg_key_ranges) o << " +wg-key-ranges";
   if (last_tile_first) o << " +last-tile-first" << (tiles_across_heads ? "(heads)" : "");
   if (target.pack_gqa > 1) o << " +gqa" << target.pack_gqa;
   if (target.split_kv) o << (dependent_launch ? " +split(dependent-launch)" : " +split");

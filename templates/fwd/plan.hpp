@@ -149,6 +149,12 @@ struct ForwardPlan {
   // Without a producer, in the forms plan.cpp's cta_loads_by_tma() allows: the CTA's first thread loads Q and
   // the stages, and refills a stage once every warp has arrived at its "empty" mbarrier.
   bool tma = false;
+  // The CTA-wide walk under tma on two warpgroups (128 rows, 8 warps) with a mask the closed form
+  // bounds (no block map): each warpgroup finds the key range of its own 64 rows, computes only the
+  // tiles inside it and tests its own full range, so a 128-row tile computes no more of a diagonal
+  // than two 64-row tiles would, while each K/V tile is still loaded once for both. d = 64 causal on
+  // 96-key tiles: +2.2% at 4k, +1.5% at 16k on the H100 (docs/perf-notes.md §63).
+  bool wg_key_ranges = false;
   // Split-KV on sm_90+: the combine grid is launched with programmatic stream serialization
   // (FlashAttention-3 does the same), the split kernel lets it start at once and the combine
   // waits for the partials (tile::launch_dependents / wait_prerequisites), so its launch and

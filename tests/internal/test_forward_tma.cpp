@@ -133,6 +133,30 @@ TEST_CASE("forward tma: producer plans load by tensor map unless FLASHJIT_TMA is
   CHECK_FALSE(plan(128, sm80, {128, 64, 4, 2}).tma);
 }
 
+TEST_CASE("forward tma: two warpgroups of a closed-form mask walk their own key ranges", "[pipeline]") {
+  Target on{"sm_90a"}, off{"sm_90a"};
+  off.tma = false;
+  auto plan = [](const std::string& mask, const Target& t, TileConfig c) {
+    return plan_forward(analyze_spec(test::make(DType::bf16, 64, mask)), c, t);
+  };
+  for (const char* mask : {"causal", "window(1023, 0) && causal", "window(64, 64)", "causal_br", "prefix(100)"})
+    for (TileConfig c : {TileConfig{128, 96, 8, 2}, TileConfig{128, 64, 8, 2}}) {
+      const ForwardPlan p = plan(mask, on, c);
+      INFO(mask << " " << c.str() << ": " << p.describe());
+      CHECK(p.wg_key_ranges);
+      CHECK_THAT(p.describe(), Catch::Contains("+wg-key-ranges"));
+    }
+  CHECK_FALSE(plan("causal", on, {64, 64, 4, 2}).wg_key_ranges);        // one warpgroup
+  CHECK_FALSE(plan("causal", on, {128, 64, 4, 2}).wg_key_ranges);       // one warpgroup, two m-tiles per warp
+  CHECK_FALSE(plan("", on, {128, 96, 8, 2}).wg_key_ranges);             // every row walks every key
+  CHECK_FALSE(plan("kv % 3 == 0", on, {128, 64, 8, 2}).wg_key_ranges);  // a block map's list is per CTA
+  CHECK_FALSE(plan("causal", off, {128, 64, 8, 2}).wg_key_ranges);      // the cp.async walk's CTA barriers
+  CHECK_FALSE(plan_forward(analyze_spec(test::make(DType::bf16, 128, "causal")), {128, 128, 8, 2}, on).wg_key_ranges);
+  Target split = on;
+  split.split_kv = true;
+  CHECK_FALSE(plan("causal", split, {128, 64, 8, 2}).wg_key_ranges);
+}
+
 TEST_CASE("forward tma: the CTA-wide walk's first thread loads, every warp waits on mbarriers", "[codegen]") {
   const CompiledKernel k = compile(64, "causal", {64, 128, 4, 2}, true);
   INFO(k.description);
