@@ -157,6 +157,17 @@ TEST_CASE("forward tma: two warpgroups of a closed-form mask walk their own key 
   CHECK_FALSE(plan("causal", split, {128, 64, 8, 2}).wg_key_ranges);
 }
 
+// The skip's branch must reach ptxas as warp-uniform: under a plain branch on a tid-derived value it
+// assembled the walk's body as divergent code, 3–4.5% slower on the H100 (docs/perf-notes.md §63).
+TEST_CASE("forward tma: a warpgroup's key-range branch is a vote, its index a lane-0 broadcast", "[codegen]") {
+  const CompiledKernel two = compile(64, "causal", {128, 96, 8, 2}, true);
+  INFO(two.description);
+  CHECK(count(two.ptx, "vote.sync.all.pred") == 1);  // once per walk step, in the one walk
+  CHECK(count(two.ptx, "shfl.sync.idx.b32") == 1);
+  const CompiledKernel one = compile(64, "causal", {64, 64, 4, 2}, true);
+  CHECK(count(one.ptx, "vote.sync.all.pred") == 0);
+}
+
 TEST_CASE("forward tma: the CTA-wide walk's first thread loads, every warp waits on mbarriers", "[codegen]") {
   const CompiledKernel k = compile(64, "causal", {64, 128, 4, 2}, true);
   INFO(k.description);
