@@ -83,10 +83,10 @@ void ForwardKernel::tma_key_tiles(const std::function<void(KeyTile&)>& body) {
     if (plan_.wg_key_ranges) {
       Value* tile = walk_->tile(e_, j, walk_->entry(e_, j, 0, step.now));
       Value* mine = B.CreateAnd(B.CreateICmpSGE(tile, wg_first_), B.CreateICmpSLT(tile, wg_end_));
-      // Through vote.sync.all, whose result ptxas knows is the same in every lane: under a plain
-      // branch on a value it cannot prove warp-uniform it assembled the body as divergent code (4.5
-      // times the R2URs, WARPSYNC.COLLECTIVE around the row shuffles) and the kernel ran 3–4.5%
-      // slower than without the skip (docs/perf-notes.md §63).
+      // Through vote.sync.all, whose result ptxas knows is the same in every lane: a branch on a
+      // value it cannot prove warp-uniform makes it assemble the body as divergent code (4.5 times
+      // the R2URs, WARPSYNC.COLLECTIVE around the row shuffles), 3–4.5% slower than no skip at all
+      // (docs/perf-notes.md §63).
       mine = B.CreateCall(llvm::Intrinsic::getDeclaration(fn_->getParent(), llvm::Intrinsic::nvvm_vote_all_sync),
                           {e_.c32(-1), mine});
       e_.when(mine, "wg.tile", [&] { body(t); });

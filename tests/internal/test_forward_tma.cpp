@@ -157,8 +157,8 @@ TEST_CASE("forward tma: two warpgroups of a closed-form mask walk their own key 
   CHECK_FALSE(plan("causal", split, {128, 64, 8, 2}).wg_key_ranges);
 }
 
-// The skip's branch must reach ptxas as warp-uniform: under a plain branch on a tid-derived value it
-// assembled the walk's body as divergent code, 3–4.5% slower on the H100 (docs/perf-notes.md §63).
+// The skip's branch must reach ptxas as warp-uniform: a plain branch on a tid-derived value makes it
+// assemble the walk's body as divergent code, 3–4.5% slower on the H100 (docs/perf-notes.md §63).
 TEST_CASE("forward tma: a warpgroup's key-range branch is a vote, its index a lane-0 broadcast", "[codegen]") {
   const CompiledKernel two = compile(64, "causal", {128, 96, 8, 2}, true);
   INFO(two.description);
