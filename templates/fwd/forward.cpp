@@ -178,12 +178,12 @@ void ForwardKernel::find_key_tiles() {
     // then computes the bounds below on the uniform datapath (38 fewer instructions in the d = 64
     // causal kernel's SASS than from tid / 128 directly).
     Value* wg = tile::shfl_idx(e_, B.CreateLShr(tid_, e_.c32(7)), 0);
-    Value* first = B.CreateAdd(q_start_, B.CreateShl(wg, e_.c32(6)));
-    Value* last = B.CreateBinaryIntrinsic(llvm::Intrinsic::smin, B.CreateAdd(first, e_.c32(63)), q_last_);
-    wg_bounds_ = emit_kv_bounds(e_, range, kv_bounds_inputs(e_, ex_, query_of(first), query_of(last)));
+    const TileRows own_rows = tile_rows(e_, B.CreateAdd(B.CreateShl(q_tile_, 1), wg), 64, rows_);
+    wg_bounds_ =
+        emit_kv_bounds(e_, range, kv_bounds_inputs(e_, ex_, query_of(own_rows.first), query_of(own_rows.last)));
     const TileSpan own = covering_tiles(e_, wg_bounds_, BN);
     wg_first_ = own.first;
-    wg_end_ = B.CreateSelect(B.CreateICmpSGT(first, q_last_), own.first, own.end);
+    wg_end_ = B.CreateSelect(B.CreateICmpSGT(own_rows.first, own_rows.last), own.first, own.end);
   }
   Value* n_tiles = B.CreateBinaryIntrinsic(llvm::Intrinsic::smax, B.CreateSub(span.end, span.first), e_.c32(0));
   Value* list = nullptr;
