@@ -221,15 +221,15 @@ std::optional<TileConfig> forward_shape_heuristic(const AnalyzedSpec& spec, cons
           "decode heuristic for d=" + std::to_string(d) + ", wgmma, at most 64 query rows per K/V head: " + old64.str();
     return old64;
   }
-  // A masked walk over at most 1536 keys on the table's 96-key tiles: at 1k causal they compute 19%
-  // more scores than the mask keeps (the key tiles that cross each 128-row tile's diagonal), with
-  // few tiles to share K/V loads over: 3–4% slower than 64 × 128 at 1k causal, 2–3% faster at 4k
-  // (docs/perf-notes.md §52). 64 × 64 tiles halve the diagonal's waste again (6% more scores than
-  // the mask keeps): the full autotune's pick at 1k causal, 1.07× the 64 × 128 tile, and +4.9% in
-  // 3-s runs beside cuDNN on the H100 (§60), as 64-key tiles already serve short windows (§43).
-  // Over the 96-key tile in 3-s runs: +4.7% at 1.25k causal, +2.5% at 1.5k, even at 2k (§61).
-  // Unmasked walks of 1k keep 96 keys (+1%).
-  constexpr int64_t kShortWalkKeys = 1536;
+  // A masked walk over at most 1024 keys on the table's 96-key tiles: the key tiles that cross the
+  // diagonal are a larger share of a short walk, with few tiles to share K/V loads over. 64 × 64
+  // tiles compute 6% more scores than the mask keeps at 1k causal: the full autotune's pick there
+  // (docs/perf-notes.md §60), as 64-key tiles already serve short windows (§43). Since each
+  // warpgroup of the 128-row tile walks only its own rows' keys (§63), the 96-key tile wastes a
+  // 64-row tile's diagonal, not a 128-row one's: in 2-s windows beside cuDNN it is 0.6–1.1% slower
+  // at 1k causal and 0.8% faster at 1.25k, 2.0–2.4% at 1.5k (§64; before §63 the 64 × 64 row won
+  // up to 1.5k, §61). Unmasked walks of 1k keep 96 keys (+1%).
+  constexpr int64_t kShortWalkKeys = 1024;
   if (shared_key_tiles(table) && spec.mask && keys <= kShortWalkKeys) {
     const TileConfig short64{64, 64, 4, table.num_stages};
     if (reason)

@@ -209,20 +209,20 @@ TEST_CASE("split-KV: with autotune off, decode shapes at 64 < d <= 128 take one 
   CHECK_FALSE(forward_shape_heuristic(*row_spec(128, 128), sync, 1, 8192, nullptr));
 }
 
-TEST_CASE("forward: with autotune off, masked walks over at most 1536 keys leave d = 64's 96-key tiles", "[split]") {
+TEST_CASE("forward: with autotune off, masked walks over at most 1024 keys leave d = 64's 96-key tiles", "[split]") {
   const Target sm90{"sm_90a"};
   std::string why;
   REQUIRE(forward_heuristic(*row_spec(64, 64, "causal"), sm90, nullptr).str() == "bm128_bn96_w8_s2");
   for (const char* mask : {"causal", "causal_br", "window(2047, 0)"})
-    for (int64_t keys : {17, 1000, 1024, 1536}) {
+    for (int64_t keys : {17, 1000, 1024}) {
       INFO(mask << ", " << keys << " keys");
       const std::optional<TileConfig> c = forward_shape_heuristic(*row_spec(64, 64, mask), sm90, 1024, keys, &why);
       REQUIRE(c);
       CHECK(c->str() == "bm64_bn64_w4_s2");
-      CHECK_THAT(why, Catch::Contains("short-walk heuristic") && Catch::Contains("at most 1536 keys"));
+      CHECK_THAT(why, Catch::Contains("short-walk heuristic") && Catch::Contains("at most 1024 keys"));
     }
-  CHECK_FALSE(
-      forward_shape_heuristic(*row_spec(64, 64, "causal"), sm90, 1537, 1537, nullptr));  // longer: the table's 96 keys
+  for (int64_t keys : {1025, 1536})  // longer: the table's 96 keys
+    CHECK_FALSE(forward_shape_heuristic(*row_spec(64, 64, "causal"), sm90, keys, keys, nullptr));
   CHECK_FALSE(
       forward_shape_heuristic(*row_spec(64, 64, "none"), sm90, 1024, 1024, nullptr));  // unmasked: 96 keys (+1%)
   // Where the table has no 96-key tile, the row is the table's: d = 128, and d = 64's short windows.
