@@ -227,8 +227,8 @@ std::optional<TileConfig> forward_shape_heuristic(const AnalyzedSpec& spec, cons
   // (docs/perf-notes.md §60), as 64-key tiles already serve short windows (§43). Since each
   // warpgroup of the 128-row tile walks only its own rows' keys (§63), the 96-key tile wastes a
   // 64-row tile's diagonal, not a 128-row one's: in 2-s windows beside cuDNN it is 0.6–1.1% slower
-  // at 1k causal and 0.8% faster at 1.25k, 2.0–2.4% at 1.5k (§64; before §63 the 64 × 64 row won
-  // up to 1.5k, §61). Unmasked walks of 1k keep 96 keys (+1%).
+  // at 1k causal and 0.8% faster at 1.25k, 2.0–2.4% at 1.5k (§64). Unmasked walks of 1k keep 96
+  // keys (+1%).
   constexpr int64_t kShortWalkKeys = 1024;
   if (shared_key_tiles(table) && spec.mask && keys <= kShortWalkKeys) {
     const TileConfig short64{64, 64, 4, table.num_stages};
