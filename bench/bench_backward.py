@@ -129,6 +129,7 @@ def main():
             tr = lambda x: x.transpose(1, 2)  # [b, h, s, d] storage seen as [b, s, h, d]
             try:
                 kern = rt.compile(case.spec_yaml())
+                kern.wait_full()  # time the full kernel, not a tiered compile's quick form
             except fj.FlashjitError as e:
                 print(f"  flashjit    unsupported: {B.short(e.message, 300)}", flush=True)
                 continue

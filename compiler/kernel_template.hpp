@@ -57,6 +57,11 @@ struct Target {
   // FLASHJIT_BWD_PRODUCER (the pipeline sets this from it): the backward's dK/dV kernel takes a
   // producer warpgroup where BackwardPlan allows one (BackwardPass::producer).
   bool backward_producer = false;
+  // The forward's quick form, for a tiered compile (runtime/upgrade.hpp): each step of a producer
+  // plan waits for its S product before issuing P·V instead of taking the rotated walk. Both walks
+  // do the same arithmetic in the same order, and this one LLVM and ptxas compile in ~30% less time
+  // at d = 128 (docs/perf-notes.md §65). A plan with no rotated walk is the same kernel either way.
+  bool quick = false;
 
   int sm() const;  // sm_number(arch)
 };

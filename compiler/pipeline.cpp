@@ -149,7 +149,15 @@ Target target_for(const CompileOptions& options, const std::string& default_arch
   t.backward_warpgroups = knob::get("FLASHJIT_BWD_WARPGROUPS") == "on";
   t.backward_producer = knob::get("FLASHJIT_BWD_PRODUCER") == "on";
   t.tma = knob::get("FLASHJIT_TMA") == "on";
+  t.quick = tiered_mode(options) == "quick";
   return t;
+}
+
+std::string tiered_mode(const CompileOptions& options) {
+  const std::string& mode = options.tiered ? *options.tiered : knob::get("FLASHJIT_TIERED");
+  if (mode != "on" && mode != "off" && mode != "quick")
+    throw Error(ErrorKind::usage, "CompileOptions::tiered '" + mode + "' is not allowed; use on, off or quick");
+  return mode;
 }
 
 StageOptions stage_options(const CompileOptions& options, bool keep_ir_default) {

@@ -48,6 +48,8 @@ struct StageOptions {
 // The knobs of CompileOptions read at the API boundary: arch (empty → `default_arch`) and
 // FLASHJIT_MMA; dump and override folders; whether to print IR (`keep_ir_default` when unset).
 Target target_for(const CompileOptions& options, const std::string& default_arch);
+// CompileOptions::tiered, else FLASHJIT_TIERED: "on", "off" or "quick" (Error(usage) otherwise).
+std::string tiered_mode(const CompileOptions& options);
 StageOptions stage_options(const CompileOptions& options, bool keep_ir_default);
 
 // Stage `plan`: the template's tile plan (limits checked: Error(spec) names the one a config

@@ -18,13 +18,19 @@
 #include "runtime/split_kv.hpp"
 #include "runtime/tensor_map.hpp"
 #include "runtime/timing.hpp"
+#include "runtime/upgrade.hpp"
 #include "support/knobs.hpp"
 #include "support/log.hpp"
 #include "support/text.hpp"
 
 namespace flashjit {
 
-Kernel::Impl::~Impl() { rt::unload_module(*ctx, loaded); }
+Kernel::Impl::~Impl() {
+  upgrade.reset();  // its compile may still be running: it ends before the module is unloaded
+  rt::unload_module(*ctx, loaded);
+}
+
+const rt::CompiledModule* Kernel::Impl::full() const { return upgrade ? upgrade->ready() : nullptr; }
 
 const Kernel::Impl& detail::Access::impl(const Kernel& k, const char* what) {
   if (!k.impl_)
@@ -52,7 +58,7 @@ const std::shared_ptr<rt::Context>& detail::Access::context(const Runtime& r, co
 namespace rt {
 
 Kernel compile_kernel(const std::shared_ptr<Context>& ctx, const KernelSource& source,
-                      const std::optional<TileConfig>& config, const DispatchOptions& dispatch) {
+                      const std::optional<TileConfig>& config, const DispatchOptions& dispatch, bool tiered) {
   KernelRequest request;
   request.target = source.target;
   request.config = config;
@@ -61,13 +67,28 @@ Kernel compile_kernel(const std::shared_ptr<Context>& ctx, const KernelSource& s
   k->spec = source.spec;
   k->source = source;
   k->dispatch_options = dispatch;
+  PlannedKernel full = plan_kernel(source.spec, request);
   // Compile cache → (on a miss) LLVM + cuLink → loaded, registers/spills, dumps, the "loaded" log line.
-  CompiledModule m = compile_and_load(*ctx, plan_kernel(source.spec, request), source.stages);
+  CompiledModule m;
+  if (tiered && tiered_compile_allowed(source.stages)) {
+    request.target.quick = true;
+    PlannedKernel quick = plan_kernel(source.spec, request);
+    if (quick.key.hash != full.key.hash) {
+      m = compile_and_load(*ctx, full, source.stages, /*cached_only=*/true);
+      if (!m.loaded.module) {
+        m = compile_and_load(*ctx, quick, source.stages);
+        log::info("tiered compile: " + m.compiled.key + " (the quick form) serves " + source.spec->spec.name +
+                  " until the full kernel " + full.key.hash + " has loaded");
+        k->upgrade = std::make_unique<Upgrade>(ctx, std::move(full), source.stages);
+      }
+    }
+  }
+  if (!m.loaded.module) m = compile_and_load(*ctx, full, source.stages);
   k->compiled = std::move(m.compiled);
   k->loaded = m.loaded;
   k->registers = m.registers;
   k->spill_bytes = m.spill_bytes;
-  k->dispatch = std::make_unique<KernelDispatch>(ctx, source, dispatch, &k->compiled, &k->loaded);
+  k->dispatch = std::make_unique<KernelDispatch>(ctx, source, dispatch, &k->compiled, &k->loaded, k->upgrade.get());
   return detail::Access::wrap(std::move(k));
 }
 
@@ -98,9 +119,10 @@ Kernel Runtime::compile(const AttentionSpec& spec, const CompileOptions& options
   source.spec = analyze_spec(spec);
   source.stages = stage_options(options, /*keep_ir_default=*/false);  // a runtime kernel needs the PTX, not the IR text
   source.backward_config = options.backward_config;
-  Kernel k = rt::compile_kernel(ctx, source, options.config,
-                                {options.autotune, options.tune_on_first_use, options.tune_deadline_s,
-                                 options.config.has_value()});
+  Kernel k = rt::compile_kernel(
+      ctx, source, options.config,
+      {options.autotune, options.tune_on_first_use, options.tune_deadline_s, options.config.has_value()},
+      tiered_mode(options) == "on");
   if (options.backward) k.backward_compiled();
   return k;
 }
@@ -109,9 +131,25 @@ const AttentionSpec& Kernel::spec() const { return detail::Access::impl(*this, "
 const std::string& Kernel::canonical_spec() const {
   return detail::Access::impl(*this, "canonical_spec").spec->canonical;
 }
-const CompiledKernel& Kernel::compiled() const { return detail::Access::impl(*this, "compiled").compiled; }
-int Kernel::registers() const { return detail::Access::impl(*this, "registers").registers; }
-int Kernel::spill_bytes() const { return detail::Access::impl(*this, "spill_bytes").spill_bytes; }
+const CompiledKernel& Kernel::compiled() const {
+  const Impl& k = detail::Access::impl(*this, "compiled");
+  const rt::CompiledModule* full = k.full();
+  return full ? full->compiled : k.compiled;
+}
+int Kernel::registers() const {
+  const Impl& k = detail::Access::impl(*this, "registers");
+  const rt::CompiledModule* full = k.full();
+  return full ? full->registers : k.registers;
+}
+int Kernel::spill_bytes() const {
+  const Impl& k = detail::Access::impl(*this, "spill_bytes");
+  const rt::CompiledModule* full = k.full();
+  return full ? full->spill_bytes : k.spill_bytes;
+}
+void Kernel::wait_full() const {
+  const Impl& k = detail::Access::impl(*this, "wait_full");
+  if (k.upgrade) k.upgrade->wait();
+}
 
 namespace {
 
@@ -356,6 +394,7 @@ void Runtime::synchronize() const {
 }
 
 double Runtime::time_forward(const Kernel& kernel, const ForwardArgs& args, int warmup, int reps) const {
+  kernel.wait_full();  // a tiered compile's full kernel, not its quick form
   return rt::median_ms(*detail::Access::context(*this, "time_forward"), static_cast<cu::CUstream>(args.stream), warmup,
                        reps, [&] { kernel.forward(args); });
 }

@@ -213,6 +213,13 @@ FJ_API fj_status fj_compile(fj_runtime* runtime, const char* spec_yaml, fj_kerne
 
 FJ_API void fj_kernel_destroy(fj_kernel* kernel) { delete kernel; }
 
+FJ_API fj_status fj_kernel_wait_full(const fj_kernel* kernel) {
+  return guarded("fj_kernel_wait_full", [&] {
+    require(kernel, "fj_kernel_wait_full", "kernel");
+    kernel->kernel.wait_full();
+  });
+}
+
 FJ_API fj_status fj_kernel_get_info(const fj_kernel* kernel, fj_kernel_info* out) {
   return guarded("fj_kernel_get_info", [&] {
     require(out, "fj_kernel_get_info", "out");

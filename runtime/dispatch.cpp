@@ -3,8 +3,9 @@
 #include <iostream>
 
 #include "runtime/tuner.hpp"
-#include "templates/fwd/plan.hpp"
+#include "runtime/upgrade.hpp"
 #include "support/log.hpp"
+#include "templates/fwd/plan.hpp"
 
 namespace flashjit::rt {
 
@@ -23,13 +24,14 @@ struct KernelDispatch::Loaded {
 };
 
 KernelDispatch::KernelDispatch(std::shared_ptr<Context> ctx, KernelSource source, DispatchOptions dispatch,
-                               const CompiledKernel* base, const LoadedModule* base_loaded)
+                               const CompiledKernel* base, const LoadedModule* base_loaded, const Upgrade* upgrade)
     : ctx_(std::move(ctx)),
       source_(std::move(source)),
       dispatch_(std::move(dispatch)),
       mode_(tune_mode(dispatch_.autotune)),
       base_(base),
-      base_loaded_(base_loaded) {
+      base_loaded_(base_loaded),
+      upgrade_(upgrade) {
   if (dispatch_.config_given) base_why_ = "given by the caller";
   else if (mode_ == TuneMode::off) base_why_ = base_->config_reason + " (autotune off)";
 }
@@ -49,6 +51,13 @@ std::unique_ptr<KernelDispatch::Loaded> KernelDispatch::load(const Target& targe
 }
 
 KernelDispatch::Choice KernelDispatch::select(const ForwardArgs& args) const {
+  Choice c = pick(args);
+  if (c.compiled == base_ && upgrade_)
+    if (const CompiledModule* full = upgrade_->ready()) c.compiled = &full->compiled, c.loaded = &full->loaded;
+  return c;
+}
+
+KernelDispatch::Choice KernelDispatch::pick(const ForwardArgs& args) const {
   // A given config, or autotune off: the base kernel, no lookup, no lock; off, decode shapes, short
   // masked walks and long unmasked ones have rows of their own.
   if (!base_why_.empty()) {

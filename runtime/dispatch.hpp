@@ -27,8 +27,10 @@ bool stream_capturing(const Context& ctx, void* stream);
 // for the lookup (an exclusive one only to add a bucket); the launch that follows is lock-free.
 class KernelDispatch {
  public:
+  // `upgrade`, when not null, is the full kernel of a tiered compile whose quick form `base` is:
+  // once it has loaded, choices of the base kernel take it instead.
   KernelDispatch(std::shared_ptr<Context> ctx, KernelSource source, DispatchOptions dispatch,
-                 const CompiledKernel* base, const LoadedModule* base_loaded);
+                 const CompiledKernel* base, const LoadedModule* base_loaded, const Upgrade* upgrade = nullptr);
   ~KernelDispatch();
   KernelDispatch(const KernelDispatch&) = delete;
   KernelDispatch& operator=(const KernelDispatch&) = delete;
@@ -64,6 +66,7 @@ class KernelDispatch {
   struct Loaded;
   // `config` for `target`, compiled and loaded (no lock taken), its config_reason `reason`.
   std::unique_ptr<Loaded> load(const Target& target, const TileConfig& config, std::string reason) const;
+  Choice pick(const ForwardArgs& args) const;  // select() before the upgrade
   Choice choose(const ForwardArgs& args, const autotune::TuningKey& key) const;
   // Autotune off, a shape the table's row does not serve (decode, short masked walks, long unmasked
   // ones): the heuristic's config for it (forward_shape_heuristic), its module loaded on first use;
@@ -80,6 +83,7 @@ class KernelDispatch {
   autotune::TuneMode mode_;
   const CompiledKernel* base_;
   const LoadedModule* base_loaded_;
+  const Upgrade* upgrade_;
   std::string base_why_;
   mutable std::shared_mutex mu_;    // guards buckets_ and modules_
   mutable std::mutex tune_mu_;      // one bucket decided at a time (tuning uses the whole GPU)

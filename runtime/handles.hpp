@@ -18,6 +18,8 @@ namespace flashjit {
 namespace rt {
 
 class KernelDispatch;
+class Upgrade;
+struct CompiledModule;
 
 // Everything every config of one Runtime::compile call shares.
 struct KernelSource {
@@ -70,6 +72,11 @@ struct FLASHJIT_HIDDEN Kernel::Impl {
   // The config per shape bucket (tuned / heuristic / given); borrows `compiled` and `loaded`,
   // owns the modules of other configs.
   std::unique_ptr<rt::KernelDispatch> dispatch;
+  // A tiered compile's full kernel, compiling while `compiled` (the quick form) serves; null when
+  // `compiled` is the full kernel (runtime/upgrade.hpp).
+  std::unique_ptr<rt::Upgrade> upgrade;
+  // The full kernel's module once it has loaded; null before, and when `compiled` is the full kernel.
+  const rt::CompiledModule* full() const;
   ~Impl();
 };
 
@@ -94,9 +101,11 @@ struct Access {
 namespace rt {
 
 // One config of `source` (the template's heuristic when empty), compiled through the compile
-// cache and loaded, with its per-bucket dispatch.
+// cache and loaded, with its per-bucket dispatch. `tiered`: where tiered_compile_allowed and the
+// cache does not hold the kernel, load its quick form when it has one and compile the full kernel
+// in the background (runtime/upgrade.hpp); the tuner, which times what it compiles, passes false.
 Kernel compile_kernel(const std::shared_ptr<Context>& ctx, const KernelSource& source,
-                      const std::optional<TileConfig>& config, const DispatchOptions& dispatch);
+                      const std::optional<TileConfig>& config, const DispatchOptions& dispatch, bool tiered = false);
 
 }  // namespace rt
 

@@ -76,6 +76,7 @@ KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stage
   std::string bypass;
   if (!settings.enabled) bypass = "disabled by the caller";
   else if (!stages.override_dir.empty()) bypass = "FLASHJIT_OVERRIDE_DIR is set (stage files may replace generated code)";
+  if (!bypass.empty() && !settings.compile) return b;
   if (!bypass.empty()) {
     ++n.bypasses;
     log::info("compile cache bypassed for " + planned.spec->spec.name + " " + config + ": " + bypass);
@@ -91,6 +92,7 @@ KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stage
     cache.emplace(settings.root.empty() ? cache_dir() : settings.root,
                   settings.max_bytes ? *settings.max_bytes : compile_cache_max_bytes());
   } catch (const std::exception& e) {
+    if (!settings.compile) return b;  // the compile that follows says it
     log::warn(std::string("compile cache unavailable, compiling without it: ") + e.what());
     ++n.bypasses;
     compile();
@@ -101,7 +103,9 @@ KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stage
   const bool read = stages.dump_dir.empty() && settings.read;  // a dump wants every stage: compile, but still store
   const auto t0 = std::chrono::steady_clock::now();
   if (read) {
-    if (std::optional<autotune::KernelArtifacts> a = cache->get(b.key_text)) {
+    std::optional<autotune::KernelArtifacts> a = cache->get(b.key_text);
+    if (a && a->cubin.empty() && !settings.compile) return b;  // stored compile-only: linking is compiling
+    if (a) {
       b.compiled = planned.describe();
       if (b.compiled.entry != a->entry || b.compiled.threads != a->threads || b.compiled.shared_bytes != a->shared_bytes)
         throw Error(ErrorKind::internal, "internal error: compile cache entry " + b.key_hash + " holds " + a->entry + " (" +
@@ -136,6 +140,7 @@ KernelBuild build_kernel(const PlannedKernel& planned, const StageOptions& stage
       return b;
     }
   }
+  if (!settings.compile) return b;  // not counted: the compile that follows counts its miss
   ++n.misses;
   compile();
   autotune::KernelArtifacts a;
@@ -197,7 +202,8 @@ void unload_module(const Context& ctx, LoadedModule& loaded) {
   loaded.function = loaded.map_function = loaded.combine_function = nullptr;
 }
 
-CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned, const StageOptions& stages) {
+CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned, const StageOptions& stages,
+                                bool cached_only) {
   const DeviceInfo& info = ctx.info;
   ContextGuard guard(ctx);
   const cu::Driver& d = cu::driver();
@@ -235,7 +241,9 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
   KernelCacheSettings settings;
   settings.driver_version = info.driver_version;
   settings.assembler = as.id();
+  settings.compile = !cached_only;
   KernelBuild b = build_kernel(planned, stages, settings, link, start_assembler);
+  if (cached_only && !b.cache_hit) return m;
   m.compiled = std::move(b.compiled);
   m.cache_hit = b.cache_hit;
   m.cache_status = b.cache_status;
@@ -245,6 +253,7 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
       m.loaded = load_cubin(b.cubin, m.compiled);
     } catch (const Error& e) {
       if (!b.cache_hit || e.kind() == ErrorKind::out_of_memory) throw;
+      if (cached_only) return CompiledModule{};  // the compile that follows replaces the entry
       log::warn("compile cache entry " + b.key_hash.substr(0, 16) + " (" + m.compiled.key + ") does not load: " +
                 e.what() + "; compiling the kernel again and replacing the entry");
       settings.read = false;

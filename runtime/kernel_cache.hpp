@@ -29,6 +29,7 @@ struct KernelCacheSettings {
   std::string assembler;              // part of the key: Assembler::id() ("" or "driver": the driver's JIT)
   bool enabled = true;                // false: compile, never read or write the cache
   bool read = true;                   // false: compile and store over the entry (one that did not load)
+  bool compile = true;                // false: a lookup only; a miss (or a bypassed cache) compiles nothing
 };
 
 // What the driver step produced for a freshly compiled kernel (the cubin is what gets cached).
@@ -90,7 +91,10 @@ struct CompiledModule {
 // does not load (damaged with a valid checksum, or one this driver rejects) is a miss with a warning
 // naming the entry and the driver's error: the kernel is compiled again and the entry replaced.
 // Out of device memory while loading is not a damaged entry: it propagates.
-CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned, const StageOptions& stages);
+// With `cached_only`, a lookup: the module when the cache holds a cubin for it that loads, else an
+// empty one (`loaded.module` null) and nothing compiled.
+CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned, const StageOptions& stages,
+                                bool cached_only = false);
 // cuModuleUnload in `ctx`; never throws (failures only leak).
 void unload_module(const Context& ctx, LoadedModule& loaded);
 

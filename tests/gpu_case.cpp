@@ -34,6 +34,7 @@ std::string layout(const Case& c) {
   std::string s = c.bhsd ? "bhsd" : "bshd";
   if (padded(c)) s += "+pad" + std::to_string(c.pad_head) + "/" + std::to_string(c.pad_seq);
   if (c.mma) s += " mma=" + *c.mma;
+  if (c.tiered) s += " tiered=" + *c.tiered;
   if (c.num_splits) s += " splits=" + std::to_string(c.num_splits);
   return s;
 }
@@ -142,6 +143,7 @@ ref::Verdict run_case(const Runtime& rt, const Case& c, uint64_t seed) {
   CompileOptions opts;
   opts.config = c.config;
   opts.mma = c.mma;
+  opts.tiered = c.tiered;
   opts.autotune = "off";  // the numerics of this config (or the heuristic's), not of a tuning run
   Kernel kernel = rt.compile(c.spec, opts);
   std::unique_ptr<DeviceProblem> dp = upload_problem(rt, c, seed);

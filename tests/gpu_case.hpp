@@ -25,6 +25,7 @@ struct Case : ProblemShape {
   // tensor. Padding holds NaN in the inputs, and must stay untouched in the output.
   int64_t pad_head = 0, pad_seq = 0;
   std::optional<std::string> mma;  // CompileOptions::mma ("sync": the mma.sync path on sm_90a too)
+  std::optional<std::string> tiered;  // CompileOptions::tiered ("quick": the quick form only)
   std::optional<TileConfig> config;
   std::optional<TileConfig> backward_config;
   float scale = 0.f;  // 0 → 1/sqrt(d_qk)

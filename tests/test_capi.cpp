@@ -66,6 +66,9 @@ TEST_CASE("capi: NULL arguments are FJ_ERR_USAGE naming the argument", "[capi]")
   CHECK(fj_compile_ptx(kSpecD64, "sm_90a", nullptr, nullptr) == FJ_ERR_USAGE);
   CHECK_THAT(last_error(), Catch::Contains("ptx_out is NULL"));
 
+  CHECK(fj_kernel_wait_full(nullptr) == FJ_ERR_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("fj_kernel_wait_full") && Catch::Contains("kernel is NULL"));
+
   CHECK(fj_forward(nullptr, nullptr) == FJ_ERR_USAGE);
   CHECK_THAT(last_error(), Catch::Contains("fj_forward") && Catch::Contains("args is NULL"));
   fj_forward_args a = empty_args();

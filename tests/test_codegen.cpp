@@ -327,3 +327,33 @@ TEST_CASE("codegen: wgmma kernels read Q by descriptor, every tile size and head
       CHECK_THAT(k.ptx, Catch::Contains("wgmma.mma_async") && !Catch::Contains("ldmatrix"));
     }
 }
+
+// CompileOptions::tiered "quick" (runtime/upgrade.hpp): at d = 128 the wgmma producer kernel
+// without its rotated walk, keyed apart from the full kernel, each product issued from one place;
+// d = 256 has no rotated walk, so its quick form is the full kernel.
+TEST_CASE("codegen: a tiered compile's quick form drops the rotated walk where there is one", "[codegen][tiered]") {
+  auto wgmma = [](const std::string& ptx) {
+    size_t n = 0;
+    for (size_t at = ptx.find("wgmma.mma_async"); at != std::string::npos; at = ptx.find("wgmma.mma_async", at + 1))
+      ++n;
+    return n;
+  };
+  CompileOptions quick;
+  quick.tiered = "quick";
+  for (const char* mask : {"none", "causal", "window(300, 0)"}) {
+    INFO(mask);
+    const AttentionSpec s = make(DType::bf16, 128, mask);
+    const CompiledKernel q = compile_to_ptx(s, quick), f = compile_to_ptx(s);
+    CHECK(q.key != f.key);
+    CHECK(q.config.str() == f.config.str());
+    CHECK_THAT(q.description, Catch::Contains("+quick") && !Catch::Contains("+rotated"));
+    CHECK_THAT(f.description, Catch::Contains("+rotated") && !Catch::Contains("+quick"));
+    CHECK(wgmma(q.ptx) < wgmma(f.ptx));
+  }
+  const AttentionSpec d256 = make(DType::bf16, 256, "causal");
+  CHECK(compile_to_ptx(d256, quick).key == compile_to_ptx(d256).key);
+  CompileOptions bad;
+  bad.tiered = "sometimes";
+  CHECK_THROWS_WITH(compile_to_ptx(d256, bad),
+                    Catch::Contains("CompileOptions::tiered 'sometimes' is not allowed; use on, off or quick"));
+}

@@ -1,9 +1,9 @@
 // Issue 4's numerics matrix on the GPU: every DSL mask and score of the issue, odd shapes, all
 // head dims, GQA and MQA, against the fp64 reference (docs/architecture.md, numerics).
 #include <catch2/catch.hpp>
-
 #include <random>
 
+#include "flashjit/tuning.hpp"
 #include "tests/gpu_case.hpp"
 #include "tests/support.hpp"
 
@@ -237,4 +237,107 @@ TEST_CASE("gpu masks: a reused block map gives the reference's output, as one bu
   ForwardArgs e = a;
   e.buffers.clear();
   CHECK_THROWS_WITH(exact.build_block_map(e), Catch::Contains("exact closed form"));
+}
+
+// A tiered compile (runtime/upgrade.hpp) serves a kernel's quick form (no rotated walk) until the
+// full kernel has loaded, so the two must give the same output and LSE bit for bit: on every mask
+// and score at d = 128, on walks of 1024 keys and of 333 (then 288 query tiles, so each CTA walks
+// two or three). Each quick form is also checked against the fp64 reference.
+TEST_CASE("gpu masks: a tiered compile's quick form matches the reference and the full kernel bit for bit",
+          "[gpu][masks][tiered]") {
+  REQUIRE_GPU_OR_SKIP();
+  Runtime rt = Runtime::create(0);
+  const bool hopper = rt.device().arch() == "sm_90a";  // the rotated walk is the wgmma producer kernel's
+  uint64_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  int i = 0;
+  for (const Variant& v : variants())
+    for (bool short_walk : {false, true}) {
+      Case c =
+          make_case(v, i++ % 2 ? DType::f16 : DType::bf16, 128, 128, short_walk ? 200 : 1023, short_walk ? 333 : 1024);
+      // 256 or 288 query tiles, more than SMs: the base kernel serves, not a split-KV form
+      c.heads_q = c.heads_kv = short_walk ? 48 : 16;
+      c.batch = short_walk ? 3 : 2;
+      c.tiered = "quick";
+      const ref::Verdict verdict = test::run_case(rt, c, seed);
+      INFO(c.spec.canonical() << "sq=" << c.seq_q << " skv=" << c.seq_kv << ": " << verdict.message);
+      CHECK(verdict.ok);
+      CompileOptions opts;
+      opts.autotune = "off";
+      opts.tiered = "quick";
+      const Kernel quick = rt.compile(c.spec, opts);
+      opts.tiered = "off";
+      const Kernel full = rt.compile(c.spec, opts);
+      if (hopper) {
+        CHECK_THAT(quick.compiled().description, Catch::Contains("+quick") && !Catch::Contains("+rotated"));
+        CHECK_THAT(full.compiled().description, Catch::Contains("+rotated") && !Catch::Contains("+quick"));
+      } else {
+        CHECK(quick.compiled().key == full.compiled().key);
+      }
+      std::unique_ptr<test::DeviceProblem> dp = test::upload_problem(rt, c, seed++);
+      auto run = [&](const Kernel& k) {
+        CHECK_THAT(k.describe_launch(dp->args), Catch::Contains(k.compiled().key));  // the base config's kernel
+        dp->o.fill_bytes(0xFF);
+        dp->lse.fill_bytes(0xFF);
+        k.forward(dp->args);
+        rt.synchronize();
+        std::string bytes(dp->o.size() + dp->lse.size(), '\0');
+        dp->o.download(bytes.data(), dp->o.size());
+        dp->lse.download(bytes.data() + dp->o.size(), dp->lse.size());
+        return bytes;
+      };
+      CHECK(run(quick) == run(full));
+    }
+}
+
+// FLASHJIT_TIERED=on: with no cache entry Runtime::compile returns while the full kernel compiles;
+// Kernel::wait_full waits for it, and launches and compiled() then take it. The compile cache
+// keeps it, so the next compile of the spec loads it at once; a kernel dropped mid-compile waits
+// for it in its destructor. d = 256 has no quick form.
+TEST_CASE("gpu masks: a tiered compile swaps in the full kernel, which the compile cache keeps",
+          "[gpu][masks][tiered]") {
+  REQUIRE_GPU_OR_SKIP();
+  Runtime rt = Runtime::create(0);
+  if (rt.device().arch() != "sm_90a") SKIP_TEST("quick forms are the wgmma producer kernel's (sm_90a)");
+  test::TempDir dir;
+  set_cache_dir(dir.path);
+  struct Reset {
+    ~Reset() { set_cache_dir(""); }
+  } reset;
+  CompileOptions opts;
+  opts.autotune = "off";
+  opts.tiered = "on";
+  Case c = make_case(variants()[3], DType::bf16, 128, 128, 1000, 1000);  // window(256, 0)
+  c.heads_q = c.heads_kv = 16;  // 256 query tiles: no split-KV form (its module would be a third entry)
+  const Kernel k = rt.compile(c.spec, opts);
+  std::unique_ptr<test::DeviceProblem> dp = test::upload_problem(rt, c, 3);
+  auto run = [&] {
+    dp->o.fill_bytes(0xFF);
+    k.forward(dp->args);  // the quick form or the full kernel, whichever has loaded
+    rt.synchronize();
+    std::vector<uint16_t> out(dp->o.size() / 2);
+    dp->o.download(out.data(), dp->o.size());
+    return out;
+  };
+  const std::vector<uint16_t> early = run();
+  k.wait_full();
+  CHECK_THAT(k.compiled().description, Catch::Contains("+rotated") && !Catch::Contains("+quick"));
+  CHECK_THAT(k.describe_launch(dp->args), Catch::Contains(k.compiled().key));
+  const std::vector<uint16_t> late = run();
+  CHECK(late == early);
+  CHECK(ref::verify(dp->p, late, nullptr).ok);
+  CHECK(test::kernel_files(dir.path) == 2);  // the quick form and the full kernel
+  const Kernel again = rt.compile(c.spec, opts);
+  CHECK(again.compiled().key == k.compiled().key);
+  CHECK(again.compiled().stages.empty());  // a compile-cache hit: LLVM did not run
+  AttentionSpec other = c.spec;
+  other.mask = "window(300, 0)";
+  { const Kernel dropped = rt.compile(other, opts); }
+  const Kernel later = rt.compile(other, opts);
+  CHECK_THAT(later.compiled().description, Catch::Contains("+rotated"));
+  CHECK(later.compiled().stages.empty());
+  CHECK(test::kernel_files(dir.path) == 4);
+  const Kernel d256 = rt.compile(make_spec(DType::bf16, 256, 256, "causal"), opts);
+  CHECK_THAT(d256.compiled().description, !Catch::Contains("+quick"));
+  CHECK(test::kernel_files(dir.path) == 5);
 }

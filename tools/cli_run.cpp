@@ -324,6 +324,7 @@ int run(const RunArgs& a) {
     Kernel kernel;
     try {
       kernel = rt->compile(spec, opts);
+      kernel.wait_full();  // the timings below are of the full kernel, not a tiered compile's quick form
     } catch (const Error& e) {
       if (configs.size() == 1 || e.kind() != ErrorKind::spec) throw;
       if (json) report.runs.push_back(JsonObject().str("config", config->str()).str("rejected", e.what()).dump());

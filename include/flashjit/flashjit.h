@@ -105,6 +105,11 @@ typedef struct fj_kernel_info {
 
 FJ_API fj_status fj_kernel_get_info(const fj_kernel* kernel, fj_kernel_info* out);
 
+/* Blocks until a tiered compile's full kernel has loaded (Kernel::wait_full in flashjit.hpp):
+   fj_compile may return with the kernel's quick form serving, the same results bit for bit,
+   1-10% slower. Returns at once otherwise. Call it before timing the kernel. */
+FJ_API fj_status fj_kernel_wait_full(const fj_kernel* kernel);
+
 /* ---- the forward pass ---------------------------------------------------------------------- */
 
 /* A device tensor viewed as [batch, seq, heads, dim]; strides in elements; stride[3] must be 1.

@@ -157,6 +157,11 @@ struct CompileOptions {
   std::optional<std::string> autotune;     // "off" | "quick" | "full"; empty: FLASHJIT_AUTOTUNE
   bool tune_on_first_use = true;           // false: use stored tunings only, never tune inside forward()
   std::optional<double> tune_deadline_s;   // per bucket: stop timing after this, the best so far wins
+  // A tiered compile (Kernel::wait_full). "on": where the compile cache does not hold the kernel
+  // and it has a quick form, Runtime::compile loads the quick form and compiles the full kernel in
+  // the background; "off": Runtime::compile returns the full kernel; "quick": the quick form only,
+  // never the full kernel (compile_to_ptx too). Empty: FLASHJIT_TIERED.
+  std::optional<std::string> tiered;
 };
 
 // One stage's output, as written to FLASHJIT_DUMP_DIR.
@@ -339,9 +344,19 @@ class FLASHJIT_API Kernel {
   const AttentionSpec& spec() const;
   // The spec's canonical YAML (name included), as it was parsed and checked once at compile time.
   const std::string& canonical_spec() const;
+  // The kernel that launches of the base config run: after a tiered compile (FLASHJIT_TIERED), its
+  // quick form until the full kernel has loaded, then the full one (its description says "+quick"
+  // while the quick form serves).
   const CompiledKernel& compiled() const;
   int registers() const;      // per thread, from the driver
   int spill_bytes() const;    // local memory per thread, from the driver
+  // Runtime::compile of a spec whose kernel the compile cache does not hold may return with the
+  // kernel's quick form loaded (FLASHJIT_TIERED=on, the default) while the full kernel compiles on
+  // a background thread; launches take the full one from the first after it has loaded. Both give
+  // the same output and LSE bit for bit; the quick form runs 1-10% slower. Blocks until the full
+  // kernel has loaded or its compile failed (a warning says why; the quick form then stays).
+  // Returns at once when there was no tiered compile. Call it before timing the kernel.
+  void wait_full() const;
   // Checks shapes, strides and alignment (Error(usage) naming the argument), then launches.
   void forward(const ForwardArgs& args) const;
   // What forward(args) would launch, as FLASHJIT_LOG=info logs each launch: kernel key, grid,
@@ -416,7 +431,8 @@ class FLASHJIT_API Runtime {
   Kernel compile(const AttentionSpec& spec, const CompileOptions& options = {}) const;
   DeviceBuffer alloc(size_t bytes) const;
   void synchronize() const;
-  // Median milliseconds of `reps` launches after `warmup`, timed with CUDA events per launch.
+  // Median milliseconds of `reps` launches after `warmup`, timed with CUDA events per launch, of
+  // the full kernel (it calls Kernel::wait_full first).
   double time_forward(const Kernel& kernel, const ForwardArgs& args, int warmup = 3, int reps = 20) const;
   // The same for Kernel::backward (its D pre-pass, workspace and kernels; not the forward).
   double time_backward(const Kernel& kernel, const BackwardArgs& args, int warmup = 3, int reps = 20) const;

@@ -138,6 +138,7 @@ def lib():
         "fj_compile": (st, [P, ctypes.c_char_p, ctypes.POINTER(P)]),
         "fj_kernel_destroy": (None, [P]),
         "fj_kernel_get_info": (st, [P, ctypes.POINTER(KernelInfo)]),
+        "fj_kernel_wait_full": (st, [P]),
         "fj_forward": (st, [P, ctypes.POINTER(ForwardArgs)]),
         "fj_block_map_build": (st, [P, ctypes.POINTER(ForwardArgs), ctypes.POINTER(P)]),
         "fj_block_map_destroy": (None, [P]),
@@ -243,6 +244,16 @@ class Kernel(_Handle):
     def __init__(self, handle, runtime):
         self._h = ctypes.c_void_p(handle)
         self._runtime = runtime  # kernels keep their context alive anyway; this keeps the wrapper tidy
+        self._read_info()
+
+    def wait_full(self):
+        """Blocks until a tiered compile's full kernel has loaded (fj_kernel_wait_full): compile()
+        may return with the kernel's quick form serving, the same results bit for bit, slower.
+        Call it before timing the kernel. `info` and `config` then describe the full kernel."""
+        _check(lib().fj_kernel_wait_full(self._h), "fj_kernel_wait_full")
+        self._read_info()
+
+    def _read_info(self):
         info = KernelInfo()
         info.struct_size = ctypes.sizeof(KernelInfo)
         _check(lib().fj_kernel_get_info(self._h, ctypes.byref(info)), "fj_kernel_get_info")

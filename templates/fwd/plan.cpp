@@ -364,7 +364,9 @@ ForwardPlan plan_forward(const AnalyzedSpecPtr& spec, const TileConfig& c, const
     p.persistent = true;
     p.tma = target.tma;
     split_registers(p);
-    p.rotated = p.attention().head_dim_qk <= 128 && p.attention().head_dim_v <= 128;
+    const bool rotates = p.attention().head_dim_qk <= 128 && p.attention().head_dim_v <= 128;
+    p.rotated = rotates && !target.quick;
+    p.quick = rotates && target.quick;
     if (wide_accumulators(p)) p.grow_at = 8.f;  // P ≤ 2^8, far inside bf16's and fp16's range
     p.kv_bars = p.rotated || c.num_stages == 1;
     // The stages' mbarriers, the persistent walk's eight (tile hand-over and Q buffers), then its
@@ -472,6 +474,7 @@ std::string ForwardPlan::describe() const {
   if (producer) o << " +producer";
   if (persistent) o << " +persistent" << (q_buffers > 1 || stage_in_v ? "(q-ahead)" : "");
   if (rotated) o << " +rotated";
+  if (quick) o << " +quick";
   if (pingpong) o << " +pingpong";
   if (staged_store) o << " +staged-store" << (stage_in_q ? "(q)" : stage_in_v ? "(v)" : "");
   if (tma_store) o << " +tma-store";

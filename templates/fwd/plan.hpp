@@ -90,6 +90,9 @@ struct ForwardPlan {
   // the bench and up to 10% slower at d = 256, for a reason not established (docs/perf-notes.md
   // §34).
   bool rotated = false;
+  // Target::quick took the rotated walk from this plan: each step waits for S before P·V, the
+  // same results bit for bit, compiled faster (a tiered compile's first kernel, runtime/upgrade.hpp).
+  bool quick = false;
   // Producer plans: K and V tiles each get a full and an empty mbarrier per stage, so a K tile is
   // refilled once the S product that read it is done, while P·V still reads V. The rotated walk
   // needs it (its P·V runs a step behind S); so does a single stage (d = 256 with 128-key tiles),

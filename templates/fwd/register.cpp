@@ -30,7 +30,8 @@ class ForwardKernelPlan final : public KernelPlan {
     return std::string(p_.wgmma ? "wgmma" : "mma.sync") + (p_.producer ? "+producer" : "") + (p_.tma ? "+tma" : "") +
            (p_.target.pack_gqa > 1 ? "+gqa" + std::to_string(p_.target.pack_gqa) : "") +
            (p_.target.split_kv ? "+split" : "") + (p_.target.varlen ? "+varlen" : "") +
-           (p_.target.paged ? "+paged" + (p_.target.page_size ? std::to_string(p_.target.page_size) : "") : "");
+           (p_.target.paged ? "+paged" + (p_.target.page_size ? std::to_string(p_.target.page_size) : "") : "") +
+           (p_.quick ? "+quick" : "");
   }
   std::string describe() const override { return p_.describe(); }
   LaunchFacts launch() const override {
