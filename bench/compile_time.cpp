@@ -3,8 +3,9 @@
 // round used, twice: compile_to_ptx (LLVM only) and Runtime::compile (LLVM, the driver's PTX JIT,
 // module load), so the JIT's share is the difference. With a tiered compile (FLASHJIT_TIERED=on,
 // the default) Runtime::compile returns with the quick form loaded; the round then also waits for
-// the full kernel (Kernel::wait_full) and reports when it had loaded. Run with CUDA_CACHE_DISABLE=1 and an empty
-// FLASHJIT_CACHE_DIR, or the driver's and flashjit's caches answer instead.
+// the full kernel (Kernel::wait_full) and reports when it had loaded. Run with
+// CUDA_CACHE_DISABLE=1 and an empty FLASHJIT_CACHE_DIR, or the driver's and flashjit's caches
+// answer instead.
 //   flashjit_compile_bench [ROUNDS] [HEAD_DIM]        (defaults 30, 64)
 #include <flashjit/flashjit.hpp>
 
