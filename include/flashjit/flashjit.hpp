@@ -337,8 +337,9 @@ class FLASHJIT_API BlockMap {
   std::shared_ptr<Impl> impl_;
 };
 
-// A compiled, loaded kernel: immutable, launchable from several threads at once. A default-
-// constructed Kernel is empty: its methods throw Error(usage).
+// A compiled, loaded kernel, launchable from several threads at once. Its spec and results never
+// change; after a tiered compile its launches move from the quick form to the full kernel once
+// that has loaded (wait_full). A default-constructed Kernel is empty: its methods throw Error(usage).
 class FLASHJIT_API Kernel {
  public:
   const AttentionSpec& spec() const;
