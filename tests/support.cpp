@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "flashjit/tuning.hpp"
+
 namespace flashjit::test {
 
 size_t kernel_files(const std::string& root) {
@@ -37,5 +39,8 @@ TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
 }
+
+ScopedCacheDir::ScopedCacheDir() { set_cache_dir(dir.path); }
+ScopedCacheDir::~ScopedCacheDir() { set_cache_dir(""); }
 
 }  // namespace flashjit::test

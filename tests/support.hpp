@@ -34,6 +34,13 @@ struct TempDir {
   ~TempDir();
 };
 
+// A fresh, empty cache root (set_cache_dir) for the scope, the default root again after it.
+struct ScopedCacheDir {
+  TempDir dir;
+  ScopedCacheDir();
+  ~ScopedCacheDir();
+};
+
 }  // namespace flashjit::test
 
 #define SKIP_TEST(reason)                   \

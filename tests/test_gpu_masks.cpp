@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "flashjit/tuning.hpp"
 #include "tests/gpu_case.hpp"
 #include "tests/support.hpp"
 
@@ -299,11 +298,8 @@ TEST_CASE("gpu masks: a tiered compile swaps in the full kernel, which the compi
   REQUIRE_GPU_OR_SKIP();
   Runtime rt = Runtime::create(0);
   if (rt.device().arch() != "sm_90a") SKIP_TEST("quick forms are the wgmma producer kernel's (sm_90a)");
-  test::TempDir dir;
-  set_cache_dir(dir.path);
-  struct Reset {
-    ~Reset() { set_cache_dir(""); }
-  } reset;
+  test::ScopedCacheDir cache;
+  const test::TempDir& dir = cache.dir;
   CompileOptions opts;
   opts.autotune = "off";
   opts.tiered = "on";

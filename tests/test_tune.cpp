@@ -12,6 +12,7 @@
 #include "tests/support.hpp"
 
 using namespace flashjit;
+using test::ScopedCacheDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -35,11 +36,6 @@ std::string write(const test::TempDir& d, const std::string& name, const std::st
 }
 
 // Points this process's caches at a temp dir for one test, and back afterwards.
-struct ScopedCacheDir {
-  test::TempDir dir;
-  ScopedCacheDir() { set_cache_dir(dir.path); }
-  ~ScopedCacheDir() { set_cache_dir(""); }
-};
 
 ProblemShape shape(int64_t batch, int64_t heads, int64_t seq) {
   ProblemShape s;

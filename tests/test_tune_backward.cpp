@@ -9,6 +9,7 @@
 #include "tests/support.hpp"
 
 using namespace flashjit;
+using test::ScopedCacheDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -31,12 +32,6 @@ ProblemShape shape(int64_t heads, int64_t seq) {
   s.seq_q = s.seq_kv = seq;
   return s;
 }
-
-struct ScopedCacheDir {
-  test::TempDir dir;
-  ScopedCacheDir() { set_cache_dir(dir.path); }
-  ~ScopedCacheDir() { set_cache_dir(""); }
-};
 
 }  // namespace
 

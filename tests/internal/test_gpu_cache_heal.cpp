@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include "autotune/compile_cache.hpp"
-#include "flashjit/tuning.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "tests/support.hpp"
 
@@ -14,11 +13,8 @@ using namespace flashjit;
 TEST_CASE("kernel cache: a cached cubin the driver cannot load is recompiled and replaced, with a warning",
           "[gpu][faults][kernel_cache]") {
   REQUIRE_GPU_OR_SKIP();
-  test::TempDir dir;
-  set_cache_dir(dir.path);
-  struct Reset {
-    ~Reset() { set_cache_dir(""); }
-  } reset;
+  test::ScopedCacheDir scoped;
+  const test::TempDir& dir = scoped.dir;
   const std::shared_ptr<rt::Context> ctx = rt::open_context(0);
   AttentionSpec spec;
   spec.dtype = DType::bf16;
