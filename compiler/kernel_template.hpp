@@ -95,6 +95,9 @@ class KernelPlan {
   // One line for logs, dumps and CompiledKernel::description.
   virtual std::string describe() const = 0;
   virtual LaunchFacts launch() const = 0;
+  // The assembler's optimisation level for this module: 3 (ptxas' default) unless the plan is a
+  // quick form, whose code ptxas may schedule less carefully because a tiered compile replaces it.
+  virtual int assembler_level() const { return 3; }
   // Writes the module's kernels; `entry` names the main one.
   virtual void emit(llvm::Module& module, const std::string& entry) const = 0;
 };

@@ -101,6 +101,7 @@ constexpr int CU_JIT_INFO_LOG_BUFFER = 3;
 constexpr int CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
 constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+constexpr int CU_JIT_OPTIMIZATION_LEVEL = 7;
 constexpr int CU_JIT_LOG_VERBOSE = 12;
 constexpr int CU_JIT_INPUT_PTX = 1;
 

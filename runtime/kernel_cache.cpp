@@ -213,8 +213,9 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
   std::optional<LoadedModule> fresh;
   // ptxas, started on a miss before LLVM runs, loads while the PTX is generated (support/ptxas.hpp).
   std::optional<ptxas::Job> early;
+  const int level = planned.plan->assembler_level();
   auto start_assembler = [&] {
-    if (!as.ptxas.empty()) early.emplace(as.ptxas, planned.target.arch, /*want_cubin=*/true);
+    if (!as.ptxas.empty()) early.emplace(as.ptxas, planned.target.arch, /*want_cubin=*/true, level);
   };
   // Shared memory beyond the device's opt-in limit is a spec error, before the driver sees it.
   auto check_smem = [&](const CompiledKernel& c) {
@@ -232,7 +233,7 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
       const std::string dir = stages.override_dir + "/" + c.key;
       if (std::filesystem::is_directory(dir, ec) && !std::filesystem::is_empty(dir, ec)) overrides = dir;
     }
-    fresh = load_module(as, c, overrides, early ? &*early : nullptr);
+    fresh = load_module(as, c, overrides, early ? &*early : nullptr, level);
     early.reset();
     LinkResult r;
     r.cubin = fresh->cubin;

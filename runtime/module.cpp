@@ -29,10 +29,10 @@ namespace {
 
 // ptxas' cubin for the kernel's PTX and architecture, or the error load_module would give.
 LoadedModule assemble_with_ptxas(const Assembler& as, const CompiledKernel& c, const std::string& override_dir,
-                                 ptxas::Job* early) {
+                                 ptxas::Job* early, int level) {
   LoadedModule out;
   const std::string& entry = c.entry;
-  ptxas::Result r = early ? early->finish(c.ptx) : ptxas::assemble(as.ptxas, c.ptx, c.arch, /*want_cubin=*/true);
+  ptxas::Result r = early ? early->finish(c.ptx) : ptxas::assemble(as.ptxas, c.ptx, c.arch, /*want_cubin=*/true, level);
   const std::string hint = "\n(FLASHJIT_PTXAS=driver has the driver's JIT assemble it instead)";
   if (!r.ok && !override_dir.empty())
     throw Error(ErrorKind::usage, as.id() + " (" + as.ptxas + ") could not assemble kernel " + entry +
@@ -41,7 +41,8 @@ LoadedModule assemble_with_ptxas(const Assembler& as, const CompiledKernel& c, c
     throw Error(ErrorKind::compile, as.id() + " (" + as.ptxas + ") could not assemble the generated PTX for " + entry +
                                         ":\n" + r.log + hint);
   out.cubin = std::move(r.cubin);
-  out.jit_log = "assembled by " + as.id() + " (" + as.ptxas + ")\n" + r.log;
+  out.jit_log = "assembled by " + as.id() + " (" + as.ptxas + ")" +
+                (level != 3 ? " at -O" + std::to_string(level) : "") + "\n" + r.log;
   out.link_ms = r.ms;
   return out;
 }
@@ -49,11 +50,11 @@ LoadedModule assemble_with_ptxas(const Assembler& as, const CompiledKernel& c, c
 }  // namespace
 
 LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir,
-                         ptxas::Job* early) {
+                         ptxas::Job* early, int level) {
   const cu::Driver& d = cu::driver();
   const std::string &ptx = c.ptx, &entry = c.entry;
   if (!as.ptxas.empty()) {
-    LoadedModule out = assemble_with_ptxas(as, c, override_dir, early);
+    LoadedModule out = assemble_with_ptxas(as, c, override_dir, early, level);
     const auto t1 = std::chrono::steady_clock::now();
     load_functions(out, c);
     out.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
@@ -62,13 +63,19 @@ LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std
   LoadedModule out;
   char info[8192] = {};
   char error[8192] = {};
-  int options[] = {cu::CU_JIT_INFO_LOG_BUFFER, cu::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, cu::CU_JIT_ERROR_LOG_BUFFER,
-                   cu::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, cu::CU_JIT_LOG_VERBOSE};
-  void* values[] = {info, reinterpret_cast<void*>(sizeof info), error, reinterpret_cast<void*>(sizeof error),
-                    reinterpret_cast<void*>(1)};
+  int options[] = {cu::CU_JIT_INFO_LOG_BUFFER,  cu::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                   cu::CU_JIT_ERROR_LOG_BUFFER, cu::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                   cu::CU_JIT_LOG_VERBOSE,      cu::CU_JIT_OPTIMIZATION_LEVEL};
+  void* values[] = {info,
+                    reinterpret_cast<void*>(sizeof info),
+                    error,
+                    reinterpret_cast<void*>(sizeof error),
+                    reinterpret_cast<void*>(1),
+                    reinterpret_cast<void*>(static_cast<uintptr_t>(level))};
+  const unsigned n_options = level < 3 ? 6 : 5;
   auto t0 = std::chrono::steady_clock::now();
   cu::CUlinkState link = nullptr;
-  cu::check(d.cuLinkCreate(5, options, values, &link), "cuLinkCreate");
+  cu::check(d.cuLinkCreate(n_options, options, values, &link), "cuLinkCreate");
   struct LinkGuard {
     const cu::Driver& d;
     cu::CUlinkState s;
@@ -91,7 +98,8 @@ LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std
                                         cu::error_name(r) + "\n" + error +
                                         "\n(this is a flashjit bug; please report it with FLASHJIT_DUMP_DIR output)");
   out.cubin.assign(static_cast<const char*>(cubin), cubin_size);
-  out.jit_log = "assembled by the driver's JIT\n" + std::string(info);
+  out.jit_log = "assembled by the driver's JIT" + (level < 3 ? " at level " + std::to_string(level) : std::string()) +
+                "\n" + std::string(info);
   auto t1 = std::chrono::steady_clock::now();
   load_functions(out, c);
   auto t2 = std::chrono::steady_clock::now();

@@ -28,9 +28,11 @@ struct LoadedModule {
 // files, Error(usage) naming that folder (the user's code). Out of device memory while linking or
 // loading is Error(out_of_memory); another load failure is Error(cuda) naming the kernel. Nothing
 // stays loaded after a failure. `early`, when `as` is a ptxas, is that ptxas already started for
-// `c`'s arch (build_kernel's before_llvm); it gets the PTX instead of a new process.
+// `c`'s arch (build_kernel's before_llvm); it gets the PTX instead of a new process. `level` is the
+// plan's KernelPlan::assembler_level: ptxas' -O, or the driver JIT's CU_JIT_OPTIMIZATION_LEVEL when
+// under 3 (the JIT's own default is 4).
 LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir = "",
-                         ptxas::Job* early = nullptr);
+                         ptxas::Job* early = nullptr, int level = 3);
 
 // cuModuleLoadData of `out.cubin` and the functions `c` names (`entry`, and `map_entry` and
 // `combine_entry` when not empty) into `out`; nothing stays loaded on failure. Only functions the

@@ -154,7 +154,7 @@ struct Job::State {
 // on the build machine: 27 ms of an empty kernel's 47 hidden, against 16 of 55 with "-";
 // docs/perf-notes.md §56). Opening /dev/stdin reopens the descriptor, which works for a pipe but
 // not a socket.
-Job::Job(const std::string& path, const std::string& arch, bool want_cubin) : s_(std::make_unique<State>()) {
+Job::Job(const std::string& path, const std::string& arch, bool want_cubin, int level) : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.path = path;
   s.want_cubin = want_cubin;
@@ -164,7 +164,10 @@ Job::Job(const std::string& path, const std::string& arch, bool want_cubin) : s_
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return;
   const char* input = ::access("/dev/stdin", F_OK) == 0 ? "/dev/stdin" : "-";
-  s.pid = spawn({path, "-v", "-arch=" + arch, "-o", s.out, input}, s.log, fds[0]);
+  std::vector<std::string> argv = {path, "-v", "-arch=" + arch, "-o", s.out};
+  if (level != 3) argv.push_back("-O" + std::to_string(level));
+  argv.push_back(input);
+  s.pid = spawn(argv, s.log, fds[0]);
   ::close(fds[0]);
   if (s.pid < 0)
     ::close(fds[1]);
@@ -222,8 +225,8 @@ Result Job::finish(const std::string& ptx) {
   return r;
 }
 
-Result assemble(const std::string& path, const std::string& ptx, const std::string& arch, bool want_cubin) {
-  return Job(path, arch, want_cubin).finish(ptx);
+Result assemble(const std::string& path, const std::string& ptx, const std::string& arch, bool want_cubin, int level) {
+  return Job(path, arch, want_cubin, level).finish(ptx);
 }
 
 }  // namespace flashjit::ptxas

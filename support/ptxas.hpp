@@ -28,14 +28,15 @@ struct Result {
   std::string cubin;             // when ok and `want_cubin`
   double ms = 0;                 // wall time of the process
 };
-// `path` -v -arch=`arch` on `ptx` (through a pipe on its standard input), the cubin written in a
-// private folder under $TMPDIR (else /tmp) that is removed afterwards. No shell: the arguments go
-// to the program as they are. Started before its PTX exists, ptxas loads and initialises while the
-// caller generates the PTX (on the build machine 27 ms of an empty kernel's 47): finish() hands it
-// over and waits. A Job never finished is killed and reaped when it goes.
+// `path` -v -arch=`arch` [-O`level`] on `ptx` (through a pipe on its standard input; `level` 0-3,
+// passed only when not 3, ptxas' default), the cubin written in a private folder under $TMPDIR
+// (else /tmp) that is removed afterwards. No shell: the arguments go to the program as they are.
+// Started before its PTX exists, ptxas loads and initialises while the caller generates the PTX (on
+// the build machine 27 ms of an empty kernel's 47): finish() hands it over and waits. A Job never
+// finished is killed and reaped when it goes.
 class Job {
  public:
-  Job(const std::string& path, const std::string& arch, bool want_cubin);
+  Job(const std::string& path, const std::string& arch, bool want_cubin, int level = 3);
   ~Job();
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -47,6 +48,7 @@ class Job {
   std::unique_ptr<State> s_;
 };
 
-Result assemble(const std::string& path, const std::string& ptx, const std::string& arch, bool want_cubin);
+Result assemble(const std::string& path, const std::string& ptx, const std::string& arch, bool want_cubin,
+                int level = 3);
 
 }  // namespace flashjit::ptxas

@@ -328,6 +328,32 @@ TEST_CASE("codegen: wgmma kernels read Q by descriptor, every tile size and head
     }
 }
 
+// The quick form is assembled at ptxas -O1 (KernelPlan::assembler_level) and must still give the
+// full kernel's results bit for bit. That holds because ptxas may fuse an f32/f16 add, sub or mul
+// into an fma only when it has no rounding modifier (PTX ISA, add.f32): every one the forward
+// emits, for every mask and score of the codegen matrix at d = 128, must carry one.
+TEST_CASE("codegen: the quick form's floating-point arithmetic all has explicit rounding", "[codegen][tiered]") {
+  const std::regex arith(R"((?:^|\s)((?:add|sub|mul)(?:\.[a-z0-9]+)*\.(?:f16|bf16|f16x2|bf16x2|f32|f64))\s)");
+  const std::regex rounded(R"(\.(?:rn|rz|rm|rp)\b)");
+  CompileOptions quick;
+  quick.tiered = "quick";
+  int checked = 0;
+  for (const AttentionSpec& s : test::codegen_matrix()) {
+    if (s.head_dim_qk != 128 || s.head_dim_v != 128) continue;
+    const CompiledKernel q = compile_to_ptx(s, quick);
+    INFO(q.description);
+    REQUIRE_THAT(q.description, Catch::Contains("+quick"));
+    int arithmetic = 0;
+    for (std::sregex_iterator it(q.ptx.begin(), q.ptx.end(), arith), end; it != end; ++it, ++arithmetic) {
+      INFO((*it)[1].str());
+      CHECK(std::regex_search((*it)[1].str(), rounded));
+    }
+    CHECK(arithmetic > 100);  // the softmax's scaling and the row sums: the regex finds them
+    ++checked;
+  }
+  CHECK(checked == 16);  // 8 masks and scores × fp16, bf16
+}
+
 // CompileOptions::tiered "quick" (runtime/upgrade.hpp): at d = 128 the wgmma producer kernel
 // without its rotated walk, keyed apart from the full kernel, each product issued from one place;
 // d = 256 has no rotated walk, so its quick form is the full kernel.

@@ -34,6 +34,11 @@ class ForwardKernelPlan final : public KernelPlan {
            (p_.quick ? "+quick" : "");
   }
   std::string describe() const override { return p_.describe(); }
+  // ptxas -O1 leaves the quick form's results unchanged: the forward's f32 add, sub and mul all
+  // carry .rn, which the PTX ISA exempts from fusing into fma at any level (add.f32's rounding
+  // modifiers; the [codegen][tiered] test checks the PTX), and -O1 takes ~10% off ptxas' time
+  // (docs/perf-notes.md §60, §67).
+  int assembler_level() const override { return p_.quick ? 1 : 3; }
   LaunchFacts launch() const override {
     const BlockMapPolicy& map = p_.spec->block_map;
     return {.threads = p_.threads,

@@ -94,6 +94,24 @@ TEST_CASE("assembler: an assembler's exit status and a signal that ended it are 
   CHECK_THAT(killed.log, Catch::Contains("was ended by signal 9"));
 }
 
+// A plan's assembler_level reaches ptxas as -O<level> before the input, and ptxas' own default
+// (3) is left unsaid; a real ptxas, when there is one, assembles at -O1.
+TEST_CASE("assembler: a ptxas job passes an optimisation level other than 3 as -O", "[assembler]") {
+  test::TempDir d;
+  const std::string echo = script(d, "echoes", "echo \"$@\"; cat > \"$4\"");
+  const ptxas::Result o1 = ptxas::Job(echo, "sm_90a", true, 1).finish(kEmptyKernel);
+  CHECK(o1.ok);
+  CHECK_THAT(o1.log, Catch::Matches(R"(-v -arch=sm_90a -o \S+ -O1 \S+\n)"));
+  const ptxas::Result o3 = ptxas::Job(echo, "sm_90a", true).finish(kEmptyKernel);
+  CHECK(o3.ok);
+  CHECK_THAT(o3.log, Catch::Matches(R"(-v -arch=sm_90a -o \S+ \S+\n)"));
+  const std::string found = ptxas::find();
+  if (found.empty()) SKIP_TEST("no ptxas on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin");
+  const ptxas::Result real = ptxas::assemble(found, kEmptyKernel, "sm_80", true, 1);
+  CHECK(real.ok);
+  CHECK(real.cubin.size() > 4);
+}
+
 TEST_CASE("assembler: a ptxas job started before its PTX gets it whole on stdin, and one never finished is killed",
           "[assembler]") {
   test::TempDir d;
