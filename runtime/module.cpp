@@ -1,6 +1,7 @@
 #include "runtime/module.hpp"
 
 #include <chrono>
+#include <cstdint>
 
 #include "support/ptxas.hpp"
 
