@@ -95,9 +95,11 @@ class KernelPlan {
   // One line for logs, dumps and CompiledKernel::description.
   virtual std::string describe() const = 0;
   virtual LaunchFacts launch() const = 0;
-  // The assembler's optimisation level for this module: 3 (ptxas' default) unless the plan is a
-  // quick form, whose code ptxas may schedule less carefully because a tiered compile replaces it.
-  virtual int assembler_level() const { return 3; }
+  // A tiered compile's quick form (runtime/upgrade.hpp), which the full kernel replaces: compiled
+  // with less effort wherever that cannot change a result. NVPTX then generates code at
+  // CodeGenOptLevel::Default instead of Aggressive (compile_planned) and ptxas assembles at -O1
+  // instead of its default -O3 (assembler_level).
+  virtual bool quick() const { return false; }
   // Writes the module's kernels; `entry` names the main one.
   virtual void emit(llvm::Module& module, const std::string& entry) const = 0;
 };

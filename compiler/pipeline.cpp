@@ -217,7 +217,7 @@ CompiledKernel compile_planned(const PlannedKernel& planned, const StageOptions&
 
   llvm::LLVMContext ctx;
   codegen::install_diagnostics(ctx);
-  std::unique_ptr<llvm::TargetMachine> tm = codegen::make_target_machine(arch);
+  std::unique_ptr<llvm::TargetMachine> tm = codegen::make_target_machine(arch, planned.plan->quick());
   std::unique_ptr<llvm::Module> module;
   stages.run("llvm-ir", [&] {
     if (std::string path = stages.override_path("llvm-ir"); !path.empty()) {

@@ -213,7 +213,7 @@ CompiledModule compile_and_load(const Context& ctx, const PlannedKernel& planned
   std::optional<LoadedModule> fresh;
   // ptxas, started on a miss before LLVM runs, loads while the PTX is generated (support/ptxas.hpp).
   std::optional<ptxas::Job> early;
-  const int level = planned.plan->assembler_level();
+  const int level = assembler_level(*planned.plan);
   auto start_assembler = [&] {
     if (!as.ptxas.empty()) early.emplace(as.ptxas, planned.target.arch, /*want_cubin=*/true, level);
   };

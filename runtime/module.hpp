@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "compiler/kernel_template.hpp"
 #include "runtime/assembler.hpp"
 #include "runtime/context.hpp"
 #include "support/ptxas.hpp"
@@ -29,8 +30,12 @@ struct LoadedModule {
 // loading is Error(out_of_memory); another load failure is Error(cuda) naming the kernel. Nothing
 // stays loaded after a failure. `early`, when `as` is a ptxas, is that ptxas already started for
 // `c`'s arch (build_kernel's before_llvm); it gets the PTX instead of a new process. `level` is the
-// plan's KernelPlan::assembler_level: ptxas' -O, or the driver JIT's CU_JIT_OPTIMIZATION_LEVEL when
-// under 3 (the JIT's own default is 4).
+// plan's assembler_level: ptxas' -O, or the driver JIT's CU_JIT_OPTIMIZATION_LEVEL when under 3
+// (the JIT's own default is 4).
+// The assembler's optimisation level for a plan's module: 1 for a quick form (KernelPlan::quick),
+// else 3, ptxas' default.
+inline int assembler_level(const KernelPlan& plan) { return plan.quick() ? 1 : 3; }
+
 LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir = "",
                          ptxas::Job* early = nullptr, int level = 3);
 

@@ -328,7 +328,7 @@ TEST_CASE("codegen: wgmma kernels read Q by descriptor, every tile size and head
     }
 }
 
-// The quick form is assembled at ptxas -O1 (KernelPlan::assembler_level) and must still give the
+// The quick form is assembled at ptxas -O1 (KernelPlan::quick) and must still give the
 // full kernel's results bit for bit. That holds because ptxas may fuse an f32/f16 add, sub or mul
 // into an fma only when it has no rounding modifier (PTX ISA, add.f32): every one the forward
 // emits, for every mask and score of the codegen matrix at d = 128, must carry one.

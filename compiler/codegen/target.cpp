@@ -62,7 +62,7 @@ void init_llvm() {
   });
 }
 
-std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& arch) {
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& arch, bool quick) {
   static const std::set<std::string> allowed = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
   if (!allowed.count(arch))
     throw Error(ErrorKind::spec, "arch '" + arch + "' is not supported; allowed: sm_80, sm_86, sm_89, sm_90, sm_90a");
@@ -73,8 +73,9 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& arch
   llvm::TargetOptions opts;
   // PTX 8.0 (PTX ISA §1.3 "PTX ISA Version 8.0") is the first to accept sm_90a; LLVM 19 emits it.
   std::string features = "+ptx80";
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      kTriple, arch, features, opts, llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(kTriple, arch, features, opts, llvm::Reloc::PIC_, std::nullopt,
+                                  quick ? llvm::CodeGenOptLevel::Default : llvm::CodeGenOptLevel::Aggressive));
   if (!tm) throw Error(ErrorKind::internal, "internal error: LLVM refused to create a TargetMachine for " + arch);
   return tm;
 }

@@ -19,7 +19,10 @@ std::string ptx_isa_version(const std::string& arch);
 void init_llvm();
 
 // A private TargetMachine for `arch` (sm_80, sm_86, sm_89, sm_90, sm_90a); Error(spec) otherwise.
-std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& arch);
+// Code generation runs at CodeGenOptLevel::Aggressive, or Default for a `quick` plan
+// (KernelPlan::quick): NVPTX then runs EarlyCSE where Aggressive runs GVN before instruction
+// selection, ~10% of the `ptx` stage (docs/perf-notes.md §45, §67).
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string& arch, bool quick = false);
 
 // Collects the context's diagnostics instead of printing them; errors become Error(compile).
 void install_diagnostics(llvm::LLVMContext& ctx);

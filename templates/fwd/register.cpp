@@ -34,11 +34,12 @@ class ForwardKernelPlan final : public KernelPlan {
            (p_.quick ? "+quick" : "");
   }
   std::string describe() const override { return p_.describe(); }
-  // ptxas -O1 leaves the quick form's results unchanged: the forward's f32 add, sub and mul all
-  // carry .rn, which the PTX ISA exempts from fusing into fma at any level (add.f32's rounding
-  // modifiers; the [codegen][tiered] test checks the PTX), and -O1 takes ~10% off ptxas' time
-  // (docs/perf-notes.md §60, §67).
-  int assembler_level() const override { return p_.quick ? 1 : 3; }
+  // Neither NVPTX's level nor ptxas' can change the quick form's results: the IR has no contract
+  // flags (llvm.fma where an fma is meant), so NVPTX gives every f32 add, sub and mul .rn, which
+  // the PTX ISA exempts from fusing into fma at any ptxas level (add.f32's rounding modifiers; the
+  // [codegen][tiered] test checks the PTX). Together they take ~10% off the quick form's compile
+  // (docs/perf-notes.md §67).
+  bool quick() const override { return p_.quick; }
   LaunchFacts launch() const override {
     const BlockMapPolicy& map = p_.spec->block_map;
     return {.threads = p_.threads,

@@ -94,7 +94,7 @@ TEST_CASE("assembler: an assembler's exit status and a signal that ended it are 
   CHECK_THAT(killed.log, Catch::Contains("was ended by signal 9"));
 }
 
-// A plan's assembler_level reaches ptxas as -O<level> before the input, and ptxas' own default
+// A plan's assembler level reaches ptxas as -O<level> before the input, and ptxas' own default
 // (3) is left unsaid; a real ptxas, when there is one, assembles at -O1.
 TEST_CASE("assembler: a ptxas job passes an optimisation level other than 3 as -O", "[assembler]") {
   test::TempDir d;
