@@ -73,7 +73,7 @@ Kernel compile_kernel(const std::shared_ptr<Context>& ctx, const KernelSource& s
   if (tiered && tiered_compile_allowed(source.stages)) {
     request.target.quick = true;
     PlannedKernel quick = plan_kernel(source.spec, request);
-    if (quick.key.hash != full.key.hash) {
+    if (quick.plan->quick()) {  // else the plan has no quick form: `quick` is `full`, key and all
       m = compile_and_load(*ctx, full, source.stages, /*cached_only=*/true);
       if (!m.loaded.module) {
         m = compile_and_load(*ctx, quick, source.stages);

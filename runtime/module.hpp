@@ -21,6 +21,10 @@ struct LoadedModule {
   double link_ms = 0, load_ms = 0;
 };
 
+// The assembler's optimisation level for a plan's module: 1 for a quick form (KernelPlan::quick),
+// else 3, ptxas' default.
+inline int assembler_level(const KernelPlan& plan) { return plan.quick() ? 1 : 3; }
+
 // The kernel's PTX (for its `arch`) → cubin by `as` → the loaded module with its `entry`,
 // `map_entry` and `combine_entry` (when not empty) functions.
 // Must be called with `ctx` current. PTX that `as` does not assemble is Error(compile) with its
@@ -32,10 +36,6 @@ struct LoadedModule {
 // `c`'s arch (build_kernel's before_llvm); it gets the PTX instead of a new process. `level` is the
 // plan's assembler_level: ptxas' -O, or the driver JIT's CU_JIT_OPTIMIZATION_LEVEL when under 3
 // (the JIT's own default is 4).
-// The assembler's optimisation level for a plan's module: 1 for a quick form (KernelPlan::quick),
-// else 3, ptxas' default.
-inline int assembler_level(const KernelPlan& plan) { return plan.quick() ? 1 : 3; }
-
 LoadedModule load_module(const Assembler& as, const CompiledKernel& c, const std::string& override_dir = "",
                          ptxas::Job* early = nullptr, int level = 3);
 
