@@ -172,7 +172,7 @@ const BackwardModule& backward_for(const detail::Access::KernelImpl& k, const Ba
   if (k.source.backward_config) return base;
   const autotune::TuneMode mode = tune_mode(k.dispatch_options.autotune);
   if (mode == autotune::TuneMode::off) return untuned(k, args);
-  const autotune::TuningKey key = tuning_key(*k.spec, args, /*backward=*/true);
+  const autotune::TuningKey key = tuning_key(*k.spec, k.source.target, args, /*backward=*/true);
   const std::string bucket = key.bucket.str();
   BackwardState& s = state(k);
   if (auto it = s.by_bucket.find(bucket); it != s.by_bucket.end()) return *it->second;

@@ -65,7 +65,8 @@ KernelDispatch::Choice KernelDispatch::pick(const ForwardArgs& args) const {
       if (std::optional<Choice> d = shape_choice(args)) return *d;
     return {base_, base_loaded_, &base_why_};
   }
-  const autotune::TuningKey key = tuning_key(*source_.spec, args, /*backward=*/false, int(args.page_size));
+  const autotune::TuningKey key =
+      tuning_key(*source_.spec, source_.target, args, /*backward=*/false, int(args.page_size));
   const std::string bucket = key.bucket.str();
   {
     std::shared_lock<std::shared_mutex> lock(mu_);

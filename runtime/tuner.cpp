@@ -98,21 +98,25 @@ TuneMode tune_mode(const std::optional<std::string>& value) {
   return autotune::parse_tune_mode(value ? *value : knob::get("FLASHJIT_AUTOTUNE"));
 }
 
-autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& s, bool backward, int page_size) {
-  // The backward template's version (e.g. "bwd-10") leads its keys: a tuning timed on other backward
-  // kernels (which configs fuse dQ, for one) is not reused. FLASHJIT_BWD_WARPGROUPS=on (the
-  // default) keys its own tunings ("bwd-10+wg"): one that picked a two-warpgroup config is never read
-  // with the knob off, where that config is refused.
-  // FLASHJIT_BWD_PRODUCER=on ("+prod") likewise: its tunings were timed on other dK/dV kernels.
-  static const bool warpgroups = knob::get("FLASHJIT_BWD_WARPGROUPS") == "on";
-  static const bool producer = knob::get("FLASHJIT_BWD_PRODUCER") == "on";
-  const std::string name = backward ? find_template("attention_bwd").version + (warpgroups ? "+wg" : "") +
-                                          (producer ? "+prod" : "") + "-" + spec.spec_hash
-                                    : spec.spec_hash;
+std::string kernel_family(const Target& target, bool backward) {
+  std::string f = find_template(backward ? "attention_bwd" : "attention_fwd").version;
+  if (backward) f += std::string(target.backward_warpgroups ? "+wg" : "") + (target.backward_producer ? "+prod" : "");
+  // wgmma, TMA and setmaxnreg exist on sm_90a only: elsewhere these switches leave the code as it is.
+  if (target.arch == "sm_90a") {
+    if (!target.allow_wgmma) f += "+sync";
+    if (!backward && !target.tma) f += "+notma";
+    if (!target.moves_registers) f += "+jit";
+  }
+  if (!backward && target.quick) f += "+quick";
+  return f;
+}
+
+autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const Target& target, const ProblemShape& s, bool backward,
+                               int page_size) {
   autotune::ShapeBucket bucket = autotune::ShapeBucket::of(s.batch, s.heads_q, s.seq_q, s.seq_kv, spec.spec.head_dim_qk,
                                                           spec.spec.head_dim_v, s.heads_kv);
   bucket.page_size = page_size;
-  return {name, bucket};
+  return {kernel_family(target, backward) + "-" + spec.spec_hash, bucket};
 }
 
 autotune::SearchSpace search_space_for(const AnalyzedSpec& spec, const KernelTemplate& kernel_template) {
@@ -162,7 +166,7 @@ TuneOutcome tune_shape(const std::shared_ptr<Context>& ctx, const TuneJob& job) 
   const AnalyzedSpec& spec = *job.source.spec;
   TuneOutcome out;
   out.gpu = autotune::gpu_identity(ctx->info);
-  out.key = tuning_key(spec, job.shape, job.backward, job.page_size);
+  out.key = tuning_key(spec, job.source.target, job.shape, job.backward, job.page_size);
   // The centre is the shape's: what autotune off would run for it (the backward's walk, the
   // forward's decode, short-walk and long-walk rows), so that config is always timed. A paged
   // tuning's launches take the paged form, which none of the forward's rows serves.

@@ -20,12 +20,19 @@ namespace flashjit::rt {
 // FLASHJIT_AUTOTUNE, or `value` when given ("off" | "quick" | "full"; Error(usage) otherwise).
 autotune::TuneMode tune_mode(const std::optional<std::string>& value = std::nullopt);
 
-// The backward's tunings are filed under "<backward template version>-<spec hash>" ("bwd-10-…"): a
-// flashjit that knows no backward tunings never mistakes one for a forward's, and a new version of
-// the backward's kernels is tuned afresh.
+// What a tuning was timed on, the first part of its key: the template's version ("fwd-41",
+// "bwd-10"), then each switch of `target` that changes that template's kernels: "+wg" and "+prod"
+// (the backward's FLASHJIT_BWD_WARPGROUPS and FLASHJIT_BWD_PRODUCER, on by default), and on sm_90a
+// "+sync" (FLASHJIT_MMA=sync), "+notma" (the forward's FLASHJIT_TMA=off), "+jit" (the driver's JIT
+// assembles: no setmaxnreg), and "+quick" (the forward's FLASHJIT_TIERED=quick).
+std::string kernel_family(const Target& target, bool backward);
+
+// A tuning is filed under "<kernel_family>-<spec hash>" and the shape's bucket: one timed on other
+// kernels (another version of the template, or with a switch set otherwise) is never reused, and
+// a flashjit that knows no backward tunings never mistakes one for a forward's.
 // `page_size`: a forward on a paged K/V cache of that many rows per page (0: contiguous).
-autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const ProblemShape& shape, bool backward = false,
-                               int page_size = 0);
+autotune::TuningKey tuning_key(const AnalyzedSpec& spec, const Target& target, const ProblemShape& shape,
+                               bool backward = false, int page_size = 0);
 
 // "tuned <date> (<mode>, <ms> ms median for bucket <bucket>)": why a bucket runs a tuned config.
 std::string tuned_reason(const std::string& date, const std::string& mode, double median_ms, const std::string& bucket);

@@ -135,9 +135,10 @@ std::string tune_reports_json(const std::vector<TuneReport>& reports) {
 
 std::optional<TileConfig> stored_tuning(const Runtime& runtime, const AttentionSpec& spec, const ProblemShape& shape,
                                         bool backward, int page_size) {
-  const AnalyzedSpecPtr a = analyze_spec(spec);
   const DeviceInfo& info = detail::Access::context(runtime, "stored_tuning")->info;
-  if (std::optional<autotune::TuningEntry> e = rt::lookup_tuning(info, *a, rt::tuning_key(*a, shape, backward, page_size)))
+  const rt::KernelSource source = source_for(runtime, spec);
+  if (std::optional<autotune::TuningEntry> e = rt::lookup_tuning(
+          info, *source.spec, rt::tuning_key(*source.spec, source.target, shape, backward, page_size)))
     return e->best;
   return std::nullopt;
 }

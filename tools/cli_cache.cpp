@@ -48,12 +48,16 @@ int list(bool json) {
       << plural(l.gpus.size(), "GPU identity", "GPU identities") << "\n";
   for (const CacheGpu& g : l.gpus) {
     out << "  " << g.identity << "\n"
-        << "    " << pad("id", 14) << pad("spec (hash)", 34) << pad("shape bucket", 32) << pad("config", 20)
+        << "    " << pad("id", 14) << pad("spec (key)", 44) << pad("shape bucket", 32) << pad("config", 20)
         << pad("median ms", 11) << pad("version", 9) << "date\n";
     for (const CachedTuning& t : l.tunings) {
       if (t.gpu.identity != g.identity) continue;
-      const std::string spec = (t.spec_name.empty() ? "?" : t.spec_name) + " (" + t.spec_hash.substr(0, 12) + ")";
-      out << "    " << pad(t.id, 14) << pad(spec, 34) << pad(t.bucket.name, 32) << pad(t.config.str(), 20)
+      // "fwd-41-0123456789ab": the kernel family the tuning was timed on, then the spec hash's head.
+      const size_t dash = t.spec_hash.rfind('-');
+      const size_t head = dash == std::string::npos ? 0 : dash + 1;
+      const std::string spec =
+          (t.spec_name.empty() ? "?" : t.spec_name) + " (" + t.spec_hash.substr(0, head + 12) + ")";
+      out << "    " << pad(t.id, 14) << pad(spec, 44) << pad(t.bucket.name, 32) << pad(t.config.str(), 20)
           << pad(fixed(t.median_ms, 4), 11) << pad(t.flashjit_version, 9) << t.date << "\n";
     }
   }

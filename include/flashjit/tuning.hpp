@@ -23,8 +23,8 @@ struct TuneOptions {
   bool store = true;                    // write the winner to the tuning cache
   int reps = 0;                         // timed launches per config; 0 → 10 (quick) / 20 (full)
   // Tune Kernel::backward's configs (its dK/dV and dQ kernels, timed together with the D
-  // pre-pass) instead of the forward's; filed under the key "bwd-<n>-<spec hash>/<bucket>", n the
-  // backward kernels' version (a new version is tuned afresh).
+  // pre-pass) instead of the forward's; filed under the key "bwd-<n>[+switches]-<spec hash>/<bucket>",
+  // n the backward kernels' version (a new version is tuned afresh).
   bool backward = false;
   // Tune the forward on a paged K/V cache of this many rows per page (a positive multiple of 16;
   // 0: contiguous K/V): the candidates read K and V through a block table of shuffled pages, and
@@ -37,7 +37,9 @@ struct TuneOptions {
 struct TuneReport {
   ProblemShape shape;
   std::string bucket;        // the shape bucket the result is filed under, e.g. "sq4096_skv4096_bh64_d128x128"
-  std::string key;           // "<spec hash>/<bucket>" ("bwd-<n>-<spec hash>/<bucket>" for the backward)
+  // "fwd-<n>[+switches]-<spec hash>/<bucket>" ("bwd-…" for the backward): n the kernels' version,
+  // the switches those of the compile that change them ("+notma" for FLASHJIT_TMA=off, …)
+  std::string key;
   std::string gpu;           // the GPU identity it belongs to
   TileConfig heuristic;      // the heuristic table's config
   double heuristic_ms = -1;  // its median, when it was timed

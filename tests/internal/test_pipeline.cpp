@@ -109,7 +109,8 @@ TEST_CASE("pipeline: the search space holds only configs the template can build"
 TEST_CASE("pipeline: tuning keys bucket shapes and ignore the spec name", "[pipeline][tune]") {
   AnalyzedSpecPtr s = analyze_spec(spec_of(64));
   ProblemShape x{2, 1000, 1000, 8, 8}, y{2, 1024, 600, 8, 8};
-  autotune::TuningKey a = rt::tuning_key(*s, x), b = rt::tuning_key(*s, y);
+  const Target t = target_for(CompileOptions{}, "sm_90a");
+  autotune::TuningKey a = rt::tuning_key(*s, t, x), b = rt::tuning_key(*s, t, y);
   CHECK(a.bucket.seq_q == 1024);
   CHECK(a.bucket.seq_q == b.bucket.seq_q);
   CHECK(a.bucket.seq_kv == b.bucket.seq_kv);
