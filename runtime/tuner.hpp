@@ -20,7 +20,7 @@ namespace flashjit::rt {
 // FLASHJIT_AUTOTUNE, or `value` when given ("off" | "quick" | "full"; Error(usage) otherwise).
 autotune::TuneMode tune_mode(const std::optional<std::string>& value = std::nullopt);
 
-// What a tuning was timed on, the first part of its key: the template's version ("fwd-41",
+// What a tuning was timed on, the first part of its key: the template's version ("fwd-42",
 // "bwd-10"), then each switch of `target` that changes that template's kernels: "+wg" and "+prod"
 // (the backward's FLASHJIT_BWD_WARPGROUPS and FLASHJIT_BWD_PRODUCER, on by default), and on sm_90a
 // "+sync" (FLASHJIT_MMA=sync), "+notma" (the forward's FLASHJIT_TMA=off), "+jit" (the driver's JIT

@@ -39,7 +39,7 @@ gpus:
   - schema: 1
     gpu: {name: "NVIDIA H200", sm_count: 132, cc_major: 9, cc_minor: 0, driver_version: 13000}
     entries:
-      - spec_hash: "fwd-41-0123456789abcdef"
+      - spec_hash: "fwd-42-0123456789abcdef"
         spec_name: "causal_bf16"
         bucket: {seq_q: 4096, seq_kv: 4096, batch_heads: 64, d_qk: 128, d_v: 128}
         best: {block_m: 128, block_n: 64, num_warps: 4, num_stages: 2}
@@ -85,7 +85,7 @@ TEST_CASE("cache API: list_cache reports every GPU identity's tunings, sorted, a
   const CachedTuning& h200 = l.tunings[1];
   CHECK(h200.gpu.sm_count == 132);
   CHECK(h200.spec_name == "causal_bf16");
-  CHECK(h200.spec_hash == "fwd-41-0123456789abcdef");
+  CHECK(h200.spec_hash == "fwd-42-0123456789abcdef");
   CHECK(h200.bucket.name == "sq4096_skv4096_bh64_d128x128");
   CHECK(h200.bucket.batch_heads == 64);
   CHECK(h200.config.str() == "bm128_bn64_w4_s2");
@@ -157,7 +157,7 @@ TEST_CASE("cli: cache list shows GPU identity, spec, bucket, config and time, an
   CHECK(r.code == 0);
   CHECK_THAT(r.output, Catch::Contains("NVIDIA H200, 132 SMs, cc 9.0, driver 13000"));
   CHECK_THAT(r.output, Catch::Contains("NVIDIA A100-SXM4-80GB, 108 SMs, cc 8.0, driver 12080"));
-  CHECK_THAT(r.output, Catch::Contains("causal_bf16 (fwd-41-0123456789ab)"));
+  CHECK_THAT(r.output, Catch::Contains("causal_bf16 (fwd-42-0123456789ab)"));
   CHECK_THAT(r.output, Catch::Contains("alibi (fedcba987654)"));  // a key of no kernel family: its hash's head
   CHECK_THAT(r.output, Catch::Contains("sq4096_skv4096_bh64_d128x128"));
   CHECK_THAT(r.output, Catch::Contains("bm128_bn64_w4_s2"));

@@ -1,8 +1,9 @@
 // The compiler on the CPU: stages, PTX shape, ptxas (when present), dumps, limits, LLVM errors.
+#include <algorithm>
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <regex>
 
 #include "flashjit/flashjit.hpp"
@@ -328,6 +329,49 @@ TEST_CASE("codegen: wgmma kernels read Q by descriptor, every tile size and head
     }
 }
 
+// The wgmma instructions of each inline-asm statement that issues any (NVPTX brackets every
+// statement with "begin inline asm" / "end inline asm" comments).
+std::vector<size_t> wgmma_per_statement(const std::string& ptx) {
+  std::vector<size_t> counts;
+  for (size_t at = ptx.find("// begin inline asm"); at != std::string::npos;
+       at = ptx.find("// begin inline asm", at + 1)) {
+    const std::string statement = ptx.substr(at, ptx.find("// end inline asm", at) - at);
+    size_t n = 0;
+    for (size_t w = statement.find("wgmma.mma_async"); w != std::string::npos;
+         w = statement.find("wgmma.mma_async", w + 1))
+      ++n;
+    if (n) counts.push_back(n);
+  }
+  return counts;
+}
+
+// tile::WgmmaSequence: the forward issues each product's k-steps from one asm statement (less LLVM
+// time, the same SASS); the backward keeps one per k-step.
+TEST_CASE("codegen: the forward issues each wgmma product from one asm statement", "[codegen]") {
+  CompileOptions quick;
+  quick.tiered = "quick";
+  int checked = 0;
+  for (const AttentionSpec& s : test::codegen_matrix())
+    for (const CompileOptions& options : {CompileOptions{}, quick}) {
+      if (s.head_dim_qk < 64 || s.head_dim_v < 64) continue;
+      const CompiledKernel k = compile_to_ptx(s, options);
+      INFO(k.description);
+      REQUIRE_THAT(k.description, Catch::StartsWith("attention_fwd/wgmma"));
+      const std::vector<size_t> counts = wgmma_per_statement(k.ptx);
+      REQUIRE_FALSE(counts.empty());
+      // The fewest k-steps a product has here: d = 64's S (4 of 16 columns), P·V on 64-key tiles (4).
+      CHECK(*std::min_element(counts.begin(), counts.end()) >= 4);
+      ++checked;
+    }
+  CHECK(checked > 30);
+  AttentionSpec b = make(DType::bf16, 128, "causal");
+  CompileOptions backward;
+  backward.backward = true;
+  const std::vector<size_t> counts = wgmma_per_statement(compile_to_ptx(b, backward).ptx);
+  REQUIRE_FALSE(counts.empty());
+  CHECK(*std::max_element(counts.begin(), counts.end()) == 1);
+}
+
 // The quick form is assembled at ptxas -O1 (KernelPlan::quick) and must still give the
 // full kernel's results bit for bit. That holds because ptxas may fuse an f32/f16 add, sub or mul
 // into an fma only when it has no rounding modifier (PTX ISA, add.f32): every one the forward
@@ -359,10 +403,8 @@ TEST_CASE("codegen: the quick form's floating-point arithmetic all has explicit 
 // d = 256 has no rotated walk, so its quick form is the full kernel.
 TEST_CASE("codegen: a tiered compile's quick form drops the rotated walk where there is one", "[codegen][tiered]") {
   auto wgmma = [](const std::string& ptx) {
-    size_t n = 0;
-    for (size_t at = ptx.find("wgmma.mma_async"); at != std::string::npos; at = ptx.find("wgmma.mma_async", at + 1))
-      ++n;
-    return n;
+    const std::vector<size_t> counts = wgmma_per_statement(ptx);
+    return std::accumulate(counts.begin(), counts.end(), size_t(0));
   };
   CompileOptions quick;
   quick.tiered = "quick";

@@ -52,7 +52,7 @@ int list(bool json) {
         << pad("median ms", 11) << pad("version", 9) << "date\n";
     for (const CachedTuning& t : l.tunings) {
       if (t.gpu.identity != g.identity) continue;
-      // "fwd-41-0123456789ab": the kernel family the tuning was timed on, then the spec hash's head.
+      // "fwd-42-0123456789ab": the kernel family the tuning was timed on, then the spec hash's head.
       const size_t dash = t.spec_hash.rfind('-');
       const size_t head = dash == std::string::npos ? 0 : dash + 1;
       const std::string spec =

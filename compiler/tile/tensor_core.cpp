@@ -136,14 +136,17 @@ class WarpgroupMma final : public TensorCore {
     RegTile s = zero_tile(e, 1, BN / 8);
     // One instruction per 16-wide k-step. The first overwrites (scale-d = 0), as CUTLASS's first
     // MMA of a tile does: no zeroed accumulators written by ordinary instructions before the group.
-    std::vector<Value*> acc = wgmma_fresh(e, BN);
+    WgmmaSequence seq(e, s_.dtype, wgmma_fresh(e, BN), s_.one_statement);
     wgmma_fence(e);
     for (int kc = 0; kc < s_.k_steps; ++kc) {
-      WgmmaA a;
-      a.desc = smem_desc(e, B.CreateAdd(a_base_, e.c32(128 * BM * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
-      Value* kd = smem_desc(e, B.CreateAdd(b.base, e.c32(128 * BN * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
-      acc = wgmma(e, s_.dtype, BN, acc, a, kd, /*trans_b=*/false, /*accumulate=*/kc > 0);
+      WgmmaStep st;
+      st.n = BN;
+      st.a.desc = smem_desc(e, B.CreateAdd(a_base_, e.c32(128 * BM * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
+      st.b_desc = smem_desc(e, B.CreateAdd(b.base, e.c32(128 * BN * (kc >> 2) + 32 * (kc & 3))), 16, 1024);
+      st.accumulate = kc > 0;
+      seq.add(st);
     }
+    const std::vector<Value*> acc = seq.finish();
     wgmma_commit(e);
     for (int nt = 0; nt < BN / 8; ++nt)
       for (int i = 0; i < 4; ++i) s[0][nt][i] = acc[4 * nt + i];
@@ -190,17 +193,19 @@ class WarpgroupMma final : public TensorCore {
     acc.resize(n_acc);
     const bool whole = s_.whole_pv && 8 * OT % 64 == 0 && 8 * OT <= 256;
     const int width = whole ? 8 * OT : 64;  // columns per instruction
-    for (int kc = 0; kc < NT / 2; ++kc) {
-      WgmmaA a;
-      for (int i = 0; i < 4; ++i) a.regs[i] = p_regs[4 * kc + i];
+    WgmmaSequence seq(e, s_.dtype, acc, s_.one_statement);
+    for (int kc = 0; kc < NT / 2; ++kc)
       for (int panel = 0; width * panel < 8 * OT; ++panel) {
-        const int n = std::min(width, 8 * OT - width * panel), at = 128 * BN * (width / 64) * panel + 2048 * kc;
-        Value* vd = smem_desc(e, B.CreateAdd(v.base, e.c32(at)), 128 * BN, 1024);
-        std::vector<Value*> part(acc.begin() + width / 2 * panel, acc.begin() + width / 2 * panel + n / 2);
-        part = wgmma(e, s_.dtype, n, part, a, vd, /*trans_b=*/true);
-        std::copy(part.begin(), part.end(), acc.begin() + width / 2 * panel);
+        WgmmaStep st;
+        for (int i = 0; i < 4; ++i) st.a.regs[i] = p_regs[4 * kc + i];
+        st.n = std::min(width, 8 * OT - width * panel);
+        st.acc_at = width / 2 * panel;
+        const int at = 128 * BN * (width / 64) * panel + 2048 * kc;
+        st.b_desc = smem_desc(e, B.CreateAdd(v.base, e.c32(at)), 128 * BN, 1024);
+        st.trans_b = true;
+        seq.add(st);
       }
-    }
+    acc = seq.finish();
     wgmma_commit(e);
     for (int ot = 0; ot < OT; ++ot)
       for (int i = 0; i < 4; ++i) out[0][ot][i] = acc[4 * ot + i];

@@ -28,6 +28,8 @@ struct MmaShape {
   // d = 256 flat unmasked and +2–4% on the 64-key masked kernels at 4k and 16k (docs/perf-notes.md
   // §38); at d = 128 alone flat (§35, §51), with the warpgroups' turns +0.1–2.4% on the masks (§51).
   bool whole_pv = false;
+  // wgmma: each product's instructions from one asm statement (WgmmaSequence: less LLVM time).
+  bool one_statement = false;
 };
 
 class TensorCore {

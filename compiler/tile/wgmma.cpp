@@ -2,10 +2,11 @@
 
 #include <llvm/IR/Constants.h>
 
+#include <algorithm>
+#include <string>
+
 #include "compiler/tile/gpu.hpp"
 #include "compiler/tile/inline_ptx.hpp"
-
-#include <string>
 
 namespace flashjit::tile {
 
@@ -40,6 +41,70 @@ void through_asm(Emitter& e, std::vector<llvm::Value*>& vals, const std::string&
     for (size_t i = 0; i < vals.size(); ++i) vals[i] = e.b.CreateExtractValue(r, static_cast<unsigned>(i));
 }
 
+// One asm statement of wgmmas on one set of accumulators. Each step has a { } scope of its own, so
+// its predicate and added descriptors are local to it; an input an earlier step already passed is
+// named again rather than passed twice.
+class WgmmaBlock {
+ public:
+  WgmmaBlock(Emitter& e, DType dtype, const std::vector<llvm::Value*>& acc)
+      : e_(e), ab_(dtype == DType::bf16 ? "bf16" : "f16"), nacc_(static_cast<int>(acc.size())), args_(acc) {
+    for (int i = 0; i < nacc_; ++i) constraints_ += (i ? ",=f" : "=f");
+    for (int i = 0; i < nacc_; ++i) constraints_ += "," + std::to_string(i);
+  }
+
+  void add(const WgmmaStep& st) {
+    const size_t earlier = args_.size();
+    auto input = [&](llvm::Value* v, const char* c) {
+      for (size_t i = nacc_; i < earlier; ++i)
+        if (args_[i] == v) return "$" + std::to_string(nacc_ + i);
+      args_.push_back(v);
+      constraints_ += std::string(",") + c;
+      return "$" + std::to_string(nacc_ + args_.size() - 1);
+    };
+    std::string a_text;
+    if (st.a.desc) {
+      a_text = input(st.a.desc, "l");
+    } else {
+      a_text = "{";
+      for (int i = 0; i < 4; ++i) a_text += (i ? ", " : "") + input(st.a.regs[i], "r");
+      a_text += "}";
+    }
+    std::string b_text = input(st.b_desc, "l");
+    const std::string scale_d = input(e_.c32(st.accumulate ? 1 : 0), "r");
+    // scale-d (a predicate): 1 accumulates, 0 overwrites; scale-a = scale-b = 1; trans-a (descriptor
+    // A only). A descriptor's start address is its low 14 bits in 16-byte units; the offsets stay
+    // inside it.
+    std::string adds;
+    auto added = [&](std::string& operand, int bytes, const char* reg) {
+      if (!bytes) return;
+      adds += ".reg .b64 " + std::string(reg) + ";\nadd.s64 " + reg + ", " + operand + ", " +
+              std::to_string(bytes >> 4) + ";\n";
+      operand = reg;
+    };
+    if (st.a.desc) added(a_text, st.a.desc_add, "da");
+    added(b_text, st.b_desc_add, "db");
+    text_ += std::string(text_.empty() ? "" : "\n") + "{\n.reg .pred p;\n" + adds + "setp.ne.b32 p, " + scale_d +
+             ", 0;\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(st.n) + "k16.f32." + ab_ + "." + ab_ + " " +
+             asm_reg_list(st.acc_at, st.n / 2) + ", " + a_text + ", " + b_text + ", p, 1, 1, " +
+             (st.a.desc ? (st.trans_a ? "1, " : "0, ") : "") + (st.trans_b ? "1" : "0") + ";\n}";
+  }
+
+  std::vector<llvm::Value*> issue() {
+    std::vector<llvm::Type*> types(nacc_, e_.f32());
+    llvm::Value* r = asm_call(e_, llvm::StructType::get(e_.ctx, types), args_, text_, constraints_ + ",~{memory}");
+    std::vector<llvm::Value*> out(nacc_);
+    for (int i = 0; i < nacc_; ++i) out[i] = e_.b.CreateExtractValue(r, static_cast<unsigned>(i));
+    return out;
+  }
+
+ private:
+  Emitter& e_;
+  const char* ab_;
+  int nacc_;
+  std::vector<llvm::Value*> args_;
+  std::string constraints_, text_;
+};
+
 }  // namespace
 
 llvm::Value* smem_desc(Emitter& e, llvm::Value* addr, int lbo_bytes, int sbo_bytes) {
@@ -52,49 +117,32 @@ llvm::Value* smem_desc(Emitter& e, llvm::Value* addr, int lbo_bytes, int sbo_byt
 
 std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vector<llvm::Value*>& acc, const WgmmaA& a,
                                 llvm::Value* b_desc, bool trans_b, bool accumulate, bool trans_a, int b_desc_add) {
-  const int nacc = n / 2;
-  const char* ab = dtype == DType::bf16 ? "bf16" : "f16";
-  std::vector<llvm::Value*> args(acc.begin(), acc.end());
-  std::string constraints;
-  for (int i = 0; i < nacc; ++i) constraints += (i ? ",=f" : "=f");
-  for (int i = 0; i < nacc; ++i) constraints += "," + std::to_string(i);
-  std::string a_text;
-  int next = 2 * nacc;  // operand number of the first non-accumulator input
-  if (a.desc) {
-    args.push_back(a.desc);
-    constraints += ",l";
-    a_text = "$" + std::to_string(next++);
-  } else {
-    for (llvm::Value* r : a.regs) args.push_back(r);
-    constraints += ",r,r,r,r";
-    a_text = asm_reg_list(next, 4);
-    next += 4;
+  WgmmaBlock block(e, dtype, acc);
+  block.add({n, 0, a, b_desc, b_desc_add, trans_b, accumulate, trans_a});
+  return block.issue();
+}
+
+WgmmaSequence::WgmmaSequence(Emitter& e, DType dtype, std::vector<llvm::Value*> acc, bool one_statement)
+    : e_(e), dtype_(dtype), acc_(std::move(acc)), one_statement_(one_statement) {}
+
+void WgmmaSequence::add(const WgmmaStep& st) {
+  if (one_statement_) {
+    steps_.push_back(st);
+    return;
   }
-  args.push_back(b_desc);
-  constraints += ",l";
-  const std::string b_text = "$" + std::to_string(next++);
-  args.push_back(e.c32(accumulate ? 1 : 0));
-  constraints += ",r,~{memory}";
-  const std::string scale_d = "$" + std::to_string(next++);
-  // scale-d (a predicate): 1 accumulates, 0 overwrites; scale-a = scale-b = 1; trans-a (descriptor A only).
-  // A descriptor's start address is its low 14 bits in 16-byte units; the offsets stay inside it.
-  std::string adds;
-  auto added = [&](std::string& operand, int bytes, const char* reg) {
-    if (!bytes) return;
-    adds += ".reg .b64 " + std::string(reg) + ";\nadd.s64 " + reg + ", " + operand + ", " + std::to_string(bytes >> 4) + ";\n";
-    operand = reg;
-  };
-  std::string b_operand = b_text;
-  if (a.desc) added(a_text, a.desc_add, "da");
-  added(b_operand, b_desc_add, "db");
-  std::string text = "{\n.reg .pred p;\n" + adds + "setp.ne.b32 p, " + scale_d + ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
-                     std::to_string(n) + "k16.f32." + ab + "." + ab + " " + asm_reg_list(0, nacc) + ", " + a_text + ", " +
-                     b_operand + ", p, 1, 1, " + (a.desc ? (trans_a ? "1, " : "0, ") : "") + (trans_b ? "1" : "0") + ";\n}";
-  std::vector<llvm::Type*> types(nacc, e.f32());
-  llvm::Value* r = asm_call(e, llvm::StructType::get(e.ctx, types), args, text, constraints);
-  std::vector<llvm::Value*> out(nacc);
-  for (int i = 0; i < nacc; ++i) out[i] = e.b.CreateExtractValue(r, static_cast<unsigned>(i));
-  return out;
+  std::vector<llvm::Value*> part(acc_.begin() + st.acc_at, acc_.begin() + st.acc_at + st.n / 2);
+  part = wgmma(e_, dtype_, st.n, part, st.a, st.b_desc, st.trans_b, st.accumulate, st.trans_a, st.b_desc_add);
+  std::copy(part.begin(), part.end(), acc_.begin() + st.acc_at);
+}
+
+std::vector<llvm::Value*> WgmmaSequence::finish() {
+  if (!steps_.empty()) {
+    WgmmaBlock block(e_, dtype_, acc_);
+    for (const WgmmaStep& st : steps_) block.add(st);
+    acc_ = block.issue();
+    steps_.clear();
+  }
+  return acc_;
 }
 
 std::vector<llvm::Value*> wgmma_mn_major(Emitter& e, DType dtype, const SmemTile& a, int a_panel, const SmemTile& b,

@@ -38,6 +38,36 @@ std::vector<llvm::Value*> wgmma(Emitter& e, DType dtype, int n, const std::vecto
                                 llvm::Value* b_desc, bool trans_b, bool accumulate = true, bool trans_a = false,
                                 int b_desc_add = 0);
 
+// One wgmma of a sequence: acc[acc_at .. acc_at + n/2) += A · B, as wgmma() issues it.
+struct WgmmaStep {
+  int n = 0, acc_at = 0;
+  WgmmaA a;
+  llvm::Value* b_desc = nullptr;
+  int b_desc_add = 0;
+  bool trans_b = false, accumulate = true, trans_a = false;
+};
+
+// A product's wgmmas in order: each from its own asm statement as it is added, or with
+// `one_statement` all from one at finish(). One statement costs LLVM less: its time went mostly to
+// taking apart the 64-float result of every step's statement (docs/perf-notes.md §57), and the
+// forward's code generation takes 22–38% less time at d = 128 and 256 (§68). ptxas makes the same
+// SASS of the forward's products either way (§68); the backward keeps one statement per step,
+// because there every step's descriptors are live at the one statement and its d = 128 kernel
+// spilled (§57).
+class WgmmaSequence {
+ public:
+  WgmmaSequence(Emitter& e, DType dtype, std::vector<llvm::Value*> acc, bool one_statement);
+  void add(const WgmmaStep& step);
+  std::vector<llvm::Value*> finish();  // the accumulators after every step (issued, not waited for)
+
+ private:
+  Emitter& e_;
+  DType dtype_;
+  std::vector<llvm::Value*> acc_;
+  bool one_statement_;
+  std::vector<WgmmaStep> steps_;
+};
+
 // acc (64 × n, fp32, fresh) = A·B with both operands MN-major in shared memory, k_steps 16-row
 // k-steps: `a` stores Aᵀ (rows = K, the 64 columns of panel a_panel = M), `b` stores B (rows = K,
 // columns b_col .. b_col + n − 1 = N, within one 64-column panel; b_col a multiple of 8). Fenced,

@@ -291,7 +291,8 @@ void ForwardKernel::load_q_and_first_kv_tiles() {
 void ForwardKernel::start_products() {
   tc_ = tile::make_tensor_core(plan_.wgmma,
                                {spec_.dtype, BM, BN, plan_.k_steps, OT, plan_.m_tiles, plan_.q_in_registers,
-                                /*whole_pv=*/spec_.head_dim_v == 256 || (plan_.pingpong && spec_.head_dim_v == 128)},
+                                /*whole_pv=*/spec_.head_dim_v == 256 || (plan_.pingpong && spec_.head_dim_v == 128),
+                                /*one_statement=*/true},
                                warp_, lane_);
   tc_->publish_shared(e_);
   tile::sync_threads(e_);

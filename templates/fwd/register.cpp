@@ -10,7 +10,7 @@ namespace flashjit {
 namespace {
 
 // Bump a version whenever that template's generated code changes: its cached kernels then miss.
-constexpr const char* kForwardVersion = "fwd-41";
+constexpr const char* kForwardVersion = "fwd-42";
 constexpr const char* kBlockMapVersion = "map-6";
 constexpr const char* kCombineVersion = "combine-6";
 
