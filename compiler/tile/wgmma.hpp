@@ -48,12 +48,12 @@ struct WgmmaStep {
 };
 
 // A product's wgmmas in order: each from its own asm statement as it is added, or with
-// `one_statement` all from one at finish(). One statement costs LLVM less: most of the optimised
-// module's text was the extractvalues taking apart every step's 64-float result (docs/perf-notes.md
-// §57), and the forward's code generation takes 22–38% less time at d = 128 and 256 (§68). ptxas makes the same
-// instructions of the forward's products either way, in the same order but in two kernels (§68);
-// the backward keeps one statement per step, because there every step's descriptors are live at
-// the one statement and its d = 128 kernel spilled (§57).
+// `one_statement` all from one at finish(). One statement costs LLVM less, because each step's
+// statement returns the 64 accumulators as a struct that LLVM takes apart again (most of the
+// optimised module's text, docs/perf-notes.md §57): 22–38% of the forward's LLVM time at d = 128
+// and 256 (§68). For the forward's kernels ptxas makes the same instructions either way, and in
+// the same order in all but two (§68). The backward keeps one statement per step: there every
+// step's descriptors are live at the one statement, and its d = 128 kernel spilled (§57).
 class WgmmaSequence {
  public:
   WgmmaSequence(Emitter& e, DType dtype, std::vector<llvm::Value*> acc, bool one_statement);
